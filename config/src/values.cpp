@@ -1,0 +1,234 @@
+// The two scalar grammars of the configuration file: durations and Redis addresses.
+#include <arpa/inet.h>
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "dlock/config.hpp"
+
+namespace dlock {
+namespace internal {
+namespace {
+
+// Durations end up added to steady_clock (nanoseconds) time points, so the largest accepted
+// duration is the one that still fits in nanoseconds: about 292 years.
+constexpr std::int64_t kMaxDurationMillis = std::numeric_limits<std::int64_t>::max() / 1'000'000;
+
+constexpr std::string_view kRedisScheme = "redis";
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+bool is_alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+char to_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+
+bool all_digits(std::string_view text) {
+  if (text.empty()) return false;
+  for (char c : text) {
+    if (!is_digit(c)) return false;
+  }
+  return true;
+}
+
+// A non-negative decimal number no larger than `max`; no sign, no spaces.
+std::optional<std::int64_t> parse_bounded(std::string_view text, std::int64_t max) {
+  if (!all_digits(text)) return std::nullopt;
+  std::int64_t value = 0;
+  for (char c : text) {
+    const int digit = c - '0';
+    if (value > (max - digit) / 10) return std::nullopt;
+    value = value * 10 + digit;
+  }
+  return value;
+}
+
+int hex_value(char c) {
+  if (is_digit(c)) return c - '0';
+  const char lower = to_lower(c);
+  if (lower >= 'a' && lower <= 'f') return lower - 'a' + 10;
+  return -1;
+}
+
+// URL user info may be percent-encoded so that passwords can hold ':', '/' or '@'.
+std::optional<std::string> percent_decode(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out.push_back(text[i]);
+      continue;
+    }
+    if (i + 2 >= text.size()) return std::nullopt;
+    const int high = hex_value(text[i + 1]);
+    const int low = hex_value(text[i + 2]);
+    if (high < 0 || low < 0) return std::nullopt;
+    out.push_back(static_cast<char>(high * 16 + low));
+    i += 2;
+  }
+  return out;
+}
+
+bool valid_ipv6(std::string_view text) {
+  // A zone id (`fe80::1%eth0`) is allowed; inet_pton does not know about it.
+  const std::size_t percent = text.find('%');
+  const std::string_view address = text.substr(0, percent);
+  if (percent != std::string_view::npos) {
+    const std::string_view zone = text.substr(percent + 1);
+    if (zone.empty()) return false;
+    for (char c : zone) {
+      if (!is_alpha(c) && !is_digit(c) && c != '.' && c != '_' && c != '-') return false;
+    }
+  }
+  std::array<unsigned char, 16> bytes{};
+  return ::inet_pton(AF_INET6, std::string(address).c_str(), bytes.data()) == 1;
+}
+
+// DNS labels of letters, digits, '-' and '_' (container names use it), not starting or
+// ending with '-'.
+bool valid_host_name(std::string_view host) {
+  if (host.empty()) return false;
+  bool only_digits_and_dots = true;
+  std::size_t label_start = 0;
+  for (std::size_t i = 0; i <= host.size(); ++i) {
+    if (i == host.size() || host[i] == '.') {
+      const std::string_view label = host.substr(label_start, i - label_start);
+      if (label.empty() || label.front() == '-' || label.back() == '-') return false;
+      label_start = i + 1;
+      continue;
+    }
+    const char c = host[i];
+    if (!is_alpha(c) && !is_digit(c) && c != '-' && c != '_') return false;
+    if (!is_digit(c)) only_digits_and_dots = false;
+  }
+  if (only_digits_and_dots) {
+    // `6379` or `127.0.0.300` is a mistake, not a host name.
+    std::array<unsigned char, 4> bytes{};
+    return ::inet_pton(AF_INET, std::string(host).c_str(), bytes.data()) == 1;
+  }
+  return true;
+}
+
+std::optional<int> parse_port(std::string_view text) {
+  const auto port = parse_bounded(text, 65535);
+  if (!port || *port == 0) return std::nullopt;
+  return static_cast<int>(*port);
+}
+
+// `host`, `host:port`, `[ipv6]` or `[ipv6]:port`.
+std::optional<Endpoint> parse_host_port(std::string_view text) {
+  Endpoint endpoint;
+  std::string_view port_text;
+  bool has_port = false;
+  if (!text.empty() && text.front() == '[') {
+    const std::size_t close = text.find(']');
+    if (close == std::string_view::npos) return std::nullopt;
+    const std::string_view host = text.substr(1, close - 1);
+    if (!valid_ipv6(host)) return std::nullopt;
+    endpoint.host = std::string(host);
+    const std::string_view rest = text.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':') return std::nullopt;
+      port_text = rest.substr(1);
+      has_port = true;
+    }
+  } else {
+    const std::size_t colon = text.find(':');
+    const std::string_view host = text.substr(0, colon);
+    if (colon != std::string_view::npos) {
+      port_text = text.substr(colon + 1);
+      has_port = true;
+    }
+    // A second colon means an IPv6 address without brackets: ambiguous about the port.
+    if (!valid_host_name(host)) return std::nullopt;
+    endpoint.host = std::string(host);
+  }
+  if (has_port) {
+    const auto port = parse_port(port_text);
+    if (!port) return std::nullopt;
+    endpoint.port = *port;
+  }
+  return endpoint;
+}
+
+}  // namespace
+}  // namespace internal
+
+std::optional<Millis> parse_duration(std::string_view text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && internal::is_digit(text[digits])) ++digits;
+  const std::string_view number = text.substr(0, digits);
+  const std::string_view unit = text.substr(digits);
+
+  std::int64_t millis_per_unit = 0;
+  if (unit == "ms") {
+    millis_per_unit = 1;
+  } else if (unit == "s") {
+    millis_per_unit = 1000;
+  } else if (unit == "m") {
+    millis_per_unit = 60 * 1000;
+  } else if (unit == "h") {
+    millis_per_unit = 60 * 60 * 1000;
+  } else {
+    return std::nullopt;
+  }
+  const auto count =
+      internal::parse_bounded(number, internal::kMaxDurationMillis / millis_per_unit);
+  if (!count) return std::nullopt;
+  return Millis(*count * millis_per_unit);
+}
+
+std::optional<ParsedAddress> parse_address(std::string_view text) {
+  ParsedAddress result;
+  std::string_view host_port = text;
+
+  const std::size_t scheme_end = text.find("://");
+  if (scheme_end != std::string_view::npos) {
+    const std::string_view scheme = text.substr(0, scheme_end);
+    if (scheme.size() != internal::kRedisScheme.size()) return std::nullopt;
+    for (std::size_t i = 0; i < scheme.size(); ++i) {
+      if (internal::to_lower(scheme[i]) != internal::kRedisScheme[i]) return std::nullopt;
+    }
+    std::string_view rest = text.substr(scheme_end + 3);
+
+    const std::size_t slash = rest.find('/');
+    std::string_view authority = rest.substr(0, slash);
+    if (slash != std::string_view::npos) {
+      // `redis://host/` names no database, like `redis://host`.
+      const std::string_view database = rest.substr(slash + 1);
+      if (!database.empty()) {
+        const auto number =
+            internal::parse_bounded(database, std::numeric_limits<int>::max());
+        if (!number) return std::nullopt;
+        result.database = static_cast<int>(*number);
+      }
+    }
+
+    // The last '@' ends the user info, so an unencoded '@' in a password still works.
+    const std::size_t at = authority.rfind('@');
+    if (at != std::string_view::npos) {
+      const std::string_view user_info = authority.substr(0, at);
+      const std::size_t colon = user_info.find(':');
+      const auto username = internal::percent_decode(user_info.substr(0, colon));
+      if (!username) return std::nullopt;
+      result.username = *username;
+      if (colon != std::string_view::npos) {
+        const auto password = internal::percent_decode(user_info.substr(colon + 1));
+        if (!password) return std::nullopt;
+        result.password = *password;
+      }
+      authority = authority.substr(at + 1);
+    }
+    host_port = authority;
+  }
+
+  auto endpoint = internal::parse_host_port(host_port);
+  if (!endpoint) return std::nullopt;
+  result.endpoint = std::move(*endpoint);
+  return result;
+}
+
+}  // namespace dlock

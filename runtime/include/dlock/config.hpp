@@ -1,0 +1,127 @@
+// dlock configuration: the validated, immutable value the runtime runs on.
+//
+//   dlock::Config cfg = dlock::load_config("/etc/shop/dlock.yaml");
+//   dlock::LockSettings s = cfg.resolve("shop::place_order", "reports", {});
+//   // s.lease, s.wait, s.on_busy, s.min_hold, s.max_hold, s.backend
+//
+// The YAML schema is documented in docs/CONFIG.md. Loading is the only place that knows the
+// YAML library; everything here is plain C++ with std::chrono durations.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace dlock {
+
+using Millis = std::chrono::milliseconds;
+
+/// What a guard does when the lock is not acquired within `wait`.
+enum class OnBusy { kThrow, kSkip };
+
+/// Which kind of lock server a backend talks to.
+enum class Topology { kSingle, kSentinel, kCluster, kRedlock, kMemory };
+
+/// A host and port, as written in the configuration (`127.0.0.1:6379`, `[::1]:6379`).
+struct Endpoint {
+  std::string host;
+  int port = 6379;
+
+  friend bool operator==(const Endpoint& a, const Endpoint& b) {
+    return a.host == b.host && a.port == b.port;
+  }
+};
+
+/// One entry of `backends:`.
+struct BackendConfig {
+  std::string name;
+  Topology topology = Topology::kSingle;
+  /// single: one endpoint; sentinel: the sentinels; cluster: seed nodes; redlock: instances.
+  std::vector<Endpoint> endpoints;
+  std::string master_name;              ///< sentinel only
+  int wait_replicas = 0;                ///< sentinel only
+  double clock_drift_factor = 0.01;     ///< redlock only
+  std::string username;                 ///< Redis ACL user; empty for none
+  std::string password;                 ///< never logged; `${ENV}` already expanded
+  std::string sentinel_username;        ///< credentials for the sentinels themselves
+  std::string sentinel_password;
+  int database = 0;
+  Millis connect_timeout{1000};
+  Millis command_timeout{1000};
+  int pool_size = 8;
+  /// Longest pause between two tries while waiting, when no release notification arrives.
+  Millis poll_interval{250};
+};
+
+/// Lock settings at one level of precedence; unset fields fall through to the level below.
+struct LockOverrides {
+  std::optional<Millis> lease;
+  std::optional<Millis> wait;
+  std::optional<OnBusy> on_busy;
+  std::optional<Millis> min_hold;
+  std::optional<Millis> max_hold;
+  std::optional<std::string> backend;
+};
+
+/// Fully resolved settings for one lock.
+struct LockSettings {
+  Millis lease{30000};
+  /// Longest wait for a busy lock; 0 tries once.
+  Millis wait{10000};
+  OnBusy on_busy = OnBusy::kThrow;
+  Millis min_hold{0};
+  /// No renewal past this; nullopt means no limit.
+  std::optional<Millis> max_hold;
+  std::string backend = "default";
+};
+
+/// The whole configuration file.
+struct Config {
+  /// Key namespace: every key lives under it.
+  std::string service = "default";
+  std::map<std::string, BackendConfig> backends;
+  LockOverrides defaults;
+  std::map<std::string, LockOverrides> policies;
+  /// Overrides by guard name, applied last.
+  std::map<std::string, LockOverrides> locks;
+  /// Where this configuration came from (a path, or "<built-in>"), for messages.
+  std::string source = "<built-in>";
+
+  /// The built-in configuration: one Redis node at 127.0.0.1:6379.
+  static Config builtin();
+
+  /// Applies, lowest first: built-in, `defaults`, `policies[policy]`, `attribute`,
+  /// `locks[guard_name]`. An empty `policy` means none. Throws ConfigError for an unknown
+  /// policy or a backend name that is not configured.
+  [[nodiscard]] LockSettings resolve(const std::string& guard_name, const std::string& policy,
+                                     const LockOverrides& attribute) const;
+};
+
+/// A configuration that cannot be used. `what()` reads `file:line:col: key: message`.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Reads and validates a YAML file. Throws ConfigError naming file, line, column and key.
+[[nodiscard]] Config load_config(const std::string& path);
+
+/// The same for YAML text; `source_name` stands for the file in messages.
+[[nodiscard]] Config parse_config(const std::string& yaml_text, const std::string& source_name);
+
+/// Parses `250ms`, `30s`, `10m`, `1h` (an integer and a unit). Returns nullopt otherwise.
+[[nodiscard]] std::optional<Millis> parse_duration(std::string_view text);
+
+/// Parses `redis://[user[:password]@]host[:port][/db]` or `host:port`; IPv6 hosts in brackets.
+struct ParsedAddress {
+  Endpoint endpoint;
+  std::string username;
+  std::string password;
+  std::optional<int> database;
+};
+[[nodiscard]] std::optional<ParsedAddress> parse_address(std::string_view text);
+
+}  // namespace dlock

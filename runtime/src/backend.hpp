@@ -1,0 +1,87 @@
+// The seam between the lock core and a lock server. One Backend per `backends:` entry.
+// Backends know keys, owners and time-to-live; reentrancy, waiting, the watchdog and
+// min_hold arithmetic live in the core and are the same for every topology.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dlock/config.hpp"
+#include "dlock/key.hpp"
+#include "metrics.hpp"
+
+namespace dlock::internal {
+
+using Clock = std::chrono::steady_clock;
+
+/// One attempt to take a lock.
+struct GrantRequest {
+  const Key& key;
+  std::string_view owner;  ///< unique per acquisition; the only proof of ownership
+  Millis lease;
+  std::string_view name;   ///< stored with the lock for tools
+  Clock::time_point give_up_at;  ///< the caller treats any later answer as a failure
+};
+
+struct GrantReply {
+  enum class Kind { kAcquired, kBusy, kUnavailable };
+  Kind kind = Kind::kUnavailable;
+  std::uint64_t token = 0;  ///< kAcquired: the fencing token
+  Millis ttl{0};            ///< kBusy: time left on the holder's key, 0 when unknown
+  bool outcome_unknown = false;  ///< kUnavailable: the request may still have been applied
+  std::string error;
+};
+
+enum class RenewOutcome { kRenewed, kGone, kTaken, kUnavailable };
+
+struct RenewItem {
+  const Key* key;
+  std::string_view owner;
+  Millis ttl;
+  RenewOutcome outcome = RenewOutcome::kUnavailable;
+};
+
+enum class ReleaseOutcome {
+  kReleased,     ///< deleted, waiters notified
+  kKept,         ///< left to expire after keep_for
+  kGone,         ///< no key: expired or deleted
+  kTaken,        ///< another owner holds it
+  kUnavailable,  ///< unknown: the key expires with its lease
+};
+
+/// A waiter's interest in release notifications for one key, armed when created.
+class ReleaseWatch {
+ public:
+  virtual ~ReleaseWatch() = default;
+  /// Returns true when a release of the key was announced since the watch was armed (or
+  /// since the previous true), false at `until`.
+  virtual bool wait_until(Clock::time_point until) = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual GrantReply acquire(const GrantRequest& request) = 0;
+  /// Extends every item whose owner still holds its key to `ttl`; sets each outcome.
+  virtual void renew(std::vector<RenewItem>& items) = 0;
+  /// Owner-checked: deletes the key (keep_for == 0) or shortens it to keep_for.
+  virtual ReleaseOutcome release(const Key& key, std::string_view owner,
+                                 Millis keep_for) noexcept = 0;
+  /// Arms a watch for releases of `key`. Never fails: without notifications the waiter
+  /// falls back to polling.
+  virtual std::unique_ptr<ReleaseWatch> watch(const Key& key) = 0;
+
+  [[nodiscard]] virtual const BackendConfig& config() const = 0;
+};
+
+/// Builds the backend for one configuration entry. Throws ConfigError for a topology this
+/// build does not support yet.
+std::shared_ptr<Backend> make_backend(const BackendConfig& config, const std::string& service,
+                                      Metrics& metrics);
+
+}  // namespace dlock::internal

@@ -1,0 +1,193 @@
+#include "client_core.hpp"
+
+#include <algorithm>
+#include <random>
+
+#include "log.hpp"
+#include "owner.hpp"
+
+namespace dlock::internal {
+namespace {
+
+// Spreads retries of competing waiters so they do not all hit the server at once.
+Clock::duration jittered(Clock::duration d) {
+  thread_local std::minstd_rand rng{std::random_device{}()};
+  std::uniform_real_distribution<double> factor(0.75, 1.0);
+  return std::chrono::duration_cast<Clock::duration>(d * factor(rng));
+}
+
+thread_local std::vector<std::weak_ptr<LeaseState>> t_current;
+
+}  // namespace
+
+void push_current(const std::shared_ptr<LeaseState>& lease) { t_current.push_back(lease); }
+
+void pop_current(const LeaseState* lease) noexcept {
+  for (auto it = t_current.rbegin(); it != t_current.rend(); ++it) {
+    if (auto held = it->lock(); !held || held.get() == lease) {
+      t_current.erase(std::next(it).base());
+      if (held) return;
+    }
+  }
+}
+
+LeaseView current_lease_view() {
+  while (!t_current.empty()) {
+    auto top = t_current.back().lock();
+    if (top && !top->released()) return LeaseView(std::move(top));
+    t_current.pop_back();
+  }
+  return {};
+}
+
+ClientCore::ClientCore(Config config)
+    : config_(std::move(config)), watchdog_(std::make_unique<Watchdog>(metrics_)) {
+  for (const auto& [name, backend_config] : config_.backends) {
+    backends_.emplace(name, make_backend(backend_config, config_.service, metrics_));
+  }
+}
+
+ClientCore::~ClientCore() = default;
+
+const std::shared_ptr<Backend>& ClientCore::backend(const std::string& name) const {
+  auto it = backends_.find(name);
+  if (it == backends_.end()) {
+    throw ConfigError(fmt::format("{}: no backend named '{}'", config_.source, name));
+  }
+  return it->second;
+}
+
+Lease ClientCore::reenter(const Key& key, const LockSettings& settings) {
+  std::lock_guard lock(holds_mutex_);
+  auto it = holds_.find(HoldKey{std::this_thread::get_id(), settings.backend, key.str()});
+  if (it == holds_.end()) return {};
+  auto held = it->second.lock();
+  if (!held || held->released()) {
+    holds_.erase(it);
+    return {};
+  }
+  if (held->lost()) {
+    return Lease::refused(AcquireStatus::kBusy,
+                          fmt::format("this thread's outer hold of the key was lost ({})",
+                                      to_string(held->loss_reason())));
+  }
+  held->holds.fetch_add(1);
+  bump(metrics_.reentrant_acquisitions);
+  push_current(held);
+  return Lease::granted(std::move(held));
+}
+
+Lease ClientCore::grant(const std::shared_ptr<Backend>& backend, const Key& key,
+                        const LockSettings& settings, std::string_view name,
+                        const std::string& owner, std::uint64_t token, Clock::time_point sent) {
+  auto state = std::make_shared<LeaseState>(shared_from_this(), backend, key, std::string(name),
+                                            owner, token, settings, sent);
+  {
+    std::lock_guard lock(holds_mutex_);
+    holds_[HoldKey{state->thread, settings.backend, key.str()}] = state;
+  }
+  bump(metrics_.acquisitions);
+  watchdog_->track(state);
+  push_current(state);
+  log(LogLevel::kDebug, "acquired key={} name={} token={} lease={}ms", printable(key.str()),
+      name, token, settings.lease.count());
+  return Lease::granted(std::move(state));
+}
+
+Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::string_view name) {
+  if (Lease again = reenter(key, settings); again || !again.error().empty()) return again;
+
+  const auto& backend = this->backend(settings.backend);
+  const auto started = Clock::now();
+  const auto deadline = started + settings.wait;
+  const auto poll = backend->config().poll_interval;
+  const std::string owner = new_owner_id();
+  // With max_hold shorter than the lease, the first grant already ends at max_hold.
+  const Millis first_ttl = settings.max_hold ? std::min(settings.lease, *settings.max_hold)
+                                             : settings.lease;
+  std::unique_ptr<ReleaseWatch> watch;
+  auto finish = [&](Lease lease) {
+    metrics_.acquire_latency.record(Clock::now() - started);
+    return lease;
+  };
+
+  for (;;) {
+    const auto sent = Clock::now();
+    const auto give_up_at = sent + backend->config().command_timeout;
+    GrantReply reply = backend->acquire(GrantRequest{key, owner, first_ttl, name, give_up_at});
+    switch (reply.kind) {
+      case GrantReply::Kind::kAcquired:
+        return finish(grant(backend, key, settings, name, owner, reply.token, sent));
+      case GrantReply::Kind::kUnavailable:
+        bump(metrics_.acquire_unavailable);
+        if (reply.outcome_unknown) {
+          watchdog_->clean_up_after(backend, key, owner, give_up_at + first_ttl);
+        }
+        log(LogLevel::kWarn, "backend '{}' unavailable acquiring key={}: {}", settings.backend,
+            printable(key.str()), reply.error);
+        return finish(Lease::refused(AcquireStatus::kUnavailable, std::move(reply.error)));
+      case GrantReply::Kind::kBusy:
+        break;
+    }
+    bump(metrics_.contention);
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      bump(metrics_.acquire_busy);
+      return finish(Lease::refused(AcquireStatus::kBusy,
+                                   fmt::format("held by another owner; waited {}ms",
+                                               std::chrono::duration_cast<Millis>(now - started).count())));
+    }
+    if (!watch) {
+      // Arm the watch, then try again at once: a release between our try and the watch
+      // would otherwise go unnoticed until the next poll.
+      bump(metrics_.waits);
+      watch = backend->watch(key);
+      continue;
+    }
+    Clock::duration pause = jittered(poll);
+    // The holder's key expires after ttl; no point sleeping past that.
+    if (reply.ttl > Millis{0}) pause = std::min<Clock::duration>(pause, reply.ttl + Millis{1});
+    if (watch->wait_until(std::min(deadline, now + pause))) bump(metrics_.wakeups);
+  }
+}
+
+ReleaseStatus ClientCore::release(const std::shared_ptr<LeaseState>& lease) noexcept {
+  {
+    std::lock_guard lock(holds_mutex_);
+    if (lease->holds.fetch_sub(1) > 1) return ReleaseStatus::kStillHeld;
+    auto it = holds_.find(HoldKey{lease->thread, lease->settings.backend, lease->key.str()});
+    if (it != holds_.end() && it->second.lock() == lease) holds_.erase(it);
+    lease->mark_released();
+  }
+  const auto keep_for = std::chrono::ceil<Millis>(lease->acquired_at + lease->settings.min_hold -
+                                                  Clock::now());
+  const auto outcome = lease->backend->release(lease->key, lease->owner, std::max(Millis{0}, keep_for));
+  if (lease->lost()) {
+    bump(metrics_.release_failures);
+    return ReleaseStatus::kLost;
+  }
+  switch (outcome) {
+    case ReleaseOutcome::kReleased:
+      bump(metrics_.releases);
+      return ReleaseStatus::kReleased;
+    case ReleaseOutcome::kKept:
+      bump(metrics_.releases);
+      bump(metrics_.min_hold_kept);
+      return ReleaseStatus::kKeptForMinHold;
+    case ReleaseOutcome::kGone:
+      lease->mark_lost(LossReason::kGone, "the key was gone at release");
+      bump(metrics_.release_failures);
+      return ReleaseStatus::kLost;
+    case ReleaseOutcome::kTaken:
+      lease->mark_lost(LossReason::kTaken, "another owner held the key at release");
+      bump(metrics_.release_failures);
+      return ReleaseStatus::kLost;
+    case ReleaseOutcome::kUnavailable:
+      log(LogLevel::kWarn, "release could not reach backend '{}': key={} expires with its lease",
+          lease->settings.backend, printable(lease->key.str()));
+      return ReleaseStatus::kUnavailable;
+  }
+  return ReleaseStatus::kUnavailable;
+}
+
+}  // namespace dlock::internal

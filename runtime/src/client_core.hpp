@@ -1,0 +1,60 @@
+// The lock core behind dlock::Client: backends, reentrancy, waiting, release.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "backend.hpp"
+#include "dlock/client.hpp"
+#include "lease_state.hpp"
+#include "metrics.hpp"
+#include "watchdog.hpp"
+
+namespace dlock::internal {
+
+class ClientCore : public std::enable_shared_from_this<ClientCore> {
+ public:
+  explicit ClientCore(Config config);
+  ~ClientCore();
+
+  Lease acquire(const Key& key, const LockSettings& settings, std::string_view name);
+  ReleaseStatus release(const std::shared_ptr<LeaseState>& lease) noexcept;
+
+  [[nodiscard]] const Config& config() const noexcept { return config_; }
+  [[nodiscard]] Metrics& metrics() noexcept { return metrics_; }
+  [[nodiscard]] Watchdog& watchdog() noexcept { return *watchdog_; }
+  /// Throws ConfigError for a backend name that is not configured.
+  [[nodiscard]] const std::shared_ptr<Backend>& backend(const std::string& name) const;
+
+ private:
+  struct HoldKey {
+    std::thread::id thread;
+    std::string backend;
+    std::string key;
+    bool operator<(const HoldKey& o) const {
+      return std::tie(thread, backend, key) < std::tie(o.thread, o.backend, o.key);
+    }
+  };
+
+  Lease reenter(const Key& key, const LockSettings& settings);
+  Lease grant(const std::shared_ptr<Backend>& backend, const Key& key,
+              const LockSettings& settings, std::string_view name, const std::string& owner,
+              std::uint64_t token, Clock::time_point sent);
+
+  const Config config_;
+  Metrics metrics_;
+  std::map<std::string, std::shared_ptr<Backend>> backends_;
+  std::unique_ptr<Watchdog> watchdog_;
+  std::mutex holds_mutex_;
+  std::map<HoldKey, std::weak_ptr<LeaseState>> holds_;
+};
+
+/// The innermost-lease stack of the calling thread.
+void push_current(const std::shared_ptr<LeaseState>& lease);
+void pop_current(const LeaseState* lease) noexcept;
+[[nodiscard]] LeaseView current_lease_view();
+
+}  // namespace dlock::internal

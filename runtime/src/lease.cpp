@@ -1,0 +1,167 @@
+#include <algorithm>
+
+#include "client_core.hpp"
+#include "lease_state.hpp"
+#include "log.hpp"
+
+namespace dlock {
+
+const char* to_string(AcquireStatus status) noexcept {
+  switch (status) {
+    case AcquireStatus::kAcquired: return "acquired";
+    case AcquireStatus::kBusy: return "busy";
+    case AcquireStatus::kUnavailable: return "unavailable";
+  }
+  return "unknown";
+}
+
+const char* to_string(ReleaseStatus status) noexcept {
+  switch (status) {
+    case ReleaseStatus::kReleased: return "released";
+    case ReleaseStatus::kKeptForMinHold: return "kept for min_hold";
+    case ReleaseStatus::kStillHeld: return "still held";
+    case ReleaseStatus::kLost: return "lost";
+    case ReleaseStatus::kUnavailable: return "unavailable";
+    case ReleaseStatus::kNotHeld: return "not held";
+  }
+  return "unknown";
+}
+
+const char* to_string(LossReason reason) noexcept {
+  switch (reason) {
+    case LossReason::kNone: return "none";
+    case LossReason::kTaken: return "taken by another owner";
+    case LossReason::kGone: return "key gone";
+    case LossReason::kExpired: return "expired without renewal";
+    case LossReason::kMaxHold: return "max_hold reached";
+  }
+  return "unknown";
+}
+
+namespace internal {
+
+LeaseState::LeaseState(std::shared_ptr<ClientCore> core_in, std::shared_ptr<Backend> backend_in,
+                       Key key_in, std::string name_in, std::string owner_in,
+                       std::uint64_t token_in, LockSettings settings_in,
+                       Clock::time_point acquired_at_in)
+    : core(std::move(core_in)),
+      backend(std::move(backend_in)),
+      key(std::move(key_in)),
+      name(std::move(name_in)),
+      owner(std::move(owner_in)),
+      token(token_in),
+      settings(std::move(settings_in)),
+      acquired_at(acquired_at_in),
+      thread(std::this_thread::get_id()),
+      valid_until_((acquired_at + std::min(settings.lease, settings.max_hold.value_or(settings.lease)))
+                       .time_since_epoch()
+                       .count()) {}
+
+Clock::time_point LeaseState::valid_until() const noexcept {
+  return Clock::time_point(Clock::duration(valid_until_.load()));
+}
+
+void LeaseState::extend_validity(Clock::time_point until) noexcept {
+  valid_until_.store(until.time_since_epoch().count());
+}
+
+Clock::time_point LeaseState::hold_deadline() const noexcept {
+  return settings.max_hold ? acquired_at + *settings.max_hold : Clock::time_point::max();
+}
+
+void LeaseState::mark_lost(LossReason reason, std::string_view detail) noexcept {
+  LossReason expected = LossReason::kNone;
+  if (!loss_.compare_exchange_strong(expected, reason)) return;
+  bump(core->metrics().losses);
+  log(reason == LossReason::kMaxHold ? LogLevel::kWarn : LogLevel::kError,
+      "lease lost: key={} name={} token={} reason={} ({})", printable(key.str()), name, token,
+      to_string(reason), detail);
+  std::vector<std::function<void(const LeaseView&)>> callbacks;
+  {
+    std::lock_guard lock(callbacks_mutex_);
+    callbacks.swap(on_lost_);
+  }
+  const LeaseView view(shared_from_this());
+  for (auto& callback : callbacks) {
+    try {
+      callback(view);
+    } catch (...) {
+      log(LogLevel::kError, "an on_lost callback threw for key={}", printable(key.str()));
+    }
+  }
+}
+
+void LeaseState::add_on_lost(std::function<void(const LeaseView&)> callback) {
+  {
+    std::lock_guard lock(callbacks_mutex_);
+    if (!lost()) {
+      on_lost_.push_back(std::move(callback));
+      return;
+    }
+  }
+  callback(LeaseView(shared_from_this()));
+}
+
+}  // namespace internal
+
+namespace {
+const Key kNoKey;
+const std::string kNoName;
+}  // namespace
+
+const Key& LeaseView::key() const { return state_ ? state_->key : kNoKey; }
+std::uint64_t LeaseView::token() const { return state_ ? state_->token : 0; }
+
+std::chrono::milliseconds LeaseView::remaining() const {
+  if (!state_ || state_->lost() || state_->released()) return Millis{0};
+  const auto left = std::min(state_->valid_until(), state_->hold_deadline()) -
+                    internal::Clock::now();
+  return std::max(Millis{0}, std::chrono::floor<Millis>(left));
+}
+
+bool LeaseView::lost() const { return state_ && state_->lost(); }
+LossReason LeaseView::loss_reason() const { return state_ ? state_->loss_reason() : LossReason::kNone; }
+int LeaseView::hold_count() const { return state_ && !state_->released() ? state_->holds.load() : 0; }
+const std::string& LeaseView::name() const { return state_ ? state_->name : kNoName; }
+
+void LeaseView::on_lost(std::function<void(const LeaseView&)> callback) const {
+  if (state_) state_->add_on_lost(std::move(callback));
+}
+
+Lease::Lease(Lease&& other) noexcept
+    : state_(std::move(other.state_)), status_(other.status_), error_(std::move(other.error_)) {}
+
+Lease& Lease::operator=(Lease&& other) noexcept {
+  if (this != &other) {
+    release();
+    state_ = std::move(other.state_);
+    status_ = other.status_;
+    error_ = std::move(other.error_);
+  }
+  return *this;
+}
+
+Lease::~Lease() { release(); }
+
+ReleaseStatus Lease::release() noexcept {
+  if (!state_) return ReleaseStatus::kNotHeld;
+  auto state = std::move(state_);
+  if (state->thread == std::this_thread::get_id()) internal::pop_current(state.get());
+  return state->core->release(state);
+}
+
+Lease Lease::granted(std::shared_ptr<internal::LeaseState> state) {
+  Lease lease;
+  lease.state_ = std::move(state);
+  lease.status_ = AcquireStatus::kAcquired;
+  return lease;
+}
+
+Lease Lease::refused(AcquireStatus status, std::string error) {
+  Lease lease;
+  lease.status_ = status;
+  lease.error_ = std::move(error);
+  return lease;
+}
+
+}  // namespace dlock

@@ -1,0 +1,61 @@
+// The shared state of one granted lock: what Lease, LeaseView, the watchdog and the
+// reentrancy table all point at.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend.hpp"
+#include "dlock/lease.hpp"
+
+namespace dlock::internal {
+
+class ClientCore;
+
+class LeaseState : public std::enable_shared_from_this<LeaseState> {
+ public:
+  LeaseState(std::shared_ptr<ClientCore> core, std::shared_ptr<Backend> backend, Key key,
+             std::string name, std::string owner, std::uint64_t token, LockSettings settings,
+             Clock::time_point acquired_at);
+
+  const std::shared_ptr<ClientCore> core;
+  const std::shared_ptr<Backend> backend;
+  const Key key;
+  const std::string name;
+  const std::string owner;
+  const std::uint64_t token;
+  const LockSettings settings;
+  const Clock::time_point acquired_at;  ///< when the granting request was sent
+  const std::thread::id thread;
+
+  /// Point after which the key may have expired unless a renewal confirms it.
+  [[nodiscard]] Clock::time_point valid_until() const noexcept;
+  void extend_validity(Clock::time_point until) noexcept;
+  /// acquired_at + max_hold, or time_point::max().
+  [[nodiscard]] Clock::time_point hold_deadline() const noexcept;
+
+  [[nodiscard]] bool lost() const noexcept { return loss_.load() != LossReason::kNone; }
+  [[nodiscard]] LossReason loss_reason() const noexcept { return loss_.load(); }
+  /// Marks the lease lost once: logs, counts and runs the callbacks. Later calls do nothing.
+  void mark_lost(LossReason reason, std::string_view detail) noexcept;
+  void add_on_lost(std::function<void(const LeaseView&)> callback);
+
+  [[nodiscard]] bool released() const noexcept { return released_.load(); }
+  void mark_released() noexcept { released_.store(true); }
+
+  std::atomic<int> holds{1};
+
+ private:
+  std::atomic<Clock::rep> valid_until_;
+  std::atomic<LossReason> loss_{LossReason::kNone};
+  std::atomic<bool> released_{false};
+  std::mutex callbacks_mutex_;
+  std::vector<std::function<void(const LeaseView&)>> on_lost_;
+};
+
+}  // namespace dlock::internal

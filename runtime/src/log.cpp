@@ -1,0 +1,73 @@
+#include "log.hpp"
+
+#include <atomic>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+
+namespace dlock {
+namespace {
+
+std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
+std::mutex g_sink_mutex;
+std::shared_ptr<const LogSink> g_sink;  // null: the default stderr sink
+
+}  // namespace
+
+std::string_view to_string(LogLevel level) {
+  switch (level) {
+    case LogLevel::kDebug: return "debug";
+    case LogLevel::kInfo: return "info";
+    case LogLevel::kWarn: return "warn";
+    case LogLevel::kError: return "error";
+    case LogLevel::kOff: return "off";
+  }
+  return "unknown";
+}
+
+void set_log_sink(LogSink sink) {
+  std::lock_guard lock(g_sink_mutex);
+  g_sink = sink ? std::make_shared<const LogSink>(std::move(sink)) : nullptr;
+}
+
+void set_log_level(LogLevel level) { g_level.store(static_cast<int>(level)); }
+
+namespace internal {
+
+bool log_enabled(LogLevel level) noexcept {
+  return level != LogLevel::kOff && static_cast<int>(level) >= g_level.load(std::memory_order_relaxed);
+}
+
+void log_line(LogLevel level, const std::string& line) noexcept {
+  std::shared_ptr<const LogSink> sink;
+  {
+    std::lock_guard lock(g_sink_mutex);
+    sink = g_sink;
+  }
+  try {
+    if (sink) {
+      (*sink)(level, line);
+    } else {
+      fmt::print(stderr, "dlock {}: {}\n", to_string(level), line);
+    }
+  } catch (...) {
+  }
+}
+
+std::string printable(std::string_view bytes) {
+  constexpr std::size_t kMax = 120;
+  std::string out;
+  for (std::size_t i = 0; i < bytes.size() && out.size() < kMax; ++i) {
+    const auto c = static_cast<unsigned char>(bytes[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out += fmt::format("\\x{:02x}", c);
+    }
+  }
+  if (out.size() >= kMax) out += fmt::format("...({} bytes)", bytes.size());
+  return out;
+}
+
+}  // namespace internal
+}  // namespace dlock

@@ -1,0 +1,169 @@
+#include "redis/connection.hpp"
+
+#include <fmt/format.h>
+#include <hiredis/hiredis.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace dlock::internal {
+namespace {
+
+timeval to_timeval(Millis d) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(d.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((d.count() % 1000) * 1000);
+  return tv;
+}
+
+std::int64_t steady_us(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+}
+
+void to_argv(const std::vector<std::string_view>& argv, std::vector<const char*>& ptrs,
+             std::vector<size_t>& lens) {
+  ptrs.clear();
+  lens.clear();
+  for (auto a : argv) {
+    ptrs.push_back(a.data());
+    lens.push_back(a.size());
+  }
+}
+
+}  // namespace
+
+std::string to_string(const Endpoint& endpoint) {
+  if (endpoint.host.find(':') != std::string::npos) {
+    return fmt::format("[{}]:{}", endpoint.host, endpoint.port);
+  }
+  return fmt::format("{}:{}", endpoint.host, endpoint.port);
+}
+
+void Reply::Free::operator()(redisReply* r) const noexcept { freeReplyObject(r); }
+
+Reply Reply::ok(redisReply* raw) {
+  Reply r;
+  r.status_ = Status::kOk;
+  r.raw_.reset(raw);
+  return r;
+}
+
+Reply Reply::failed(Status status, std::string error) {
+  Reply r;
+  r.status_ = status;
+  r.error_ = std::move(error);
+  return r;
+}
+
+bool Reply::is_error() const noexcept { return raw_ && raw_->type == REDIS_REPLY_ERROR; }
+bool Reply::is_integer() const noexcept { return raw_ && raw_->type == REDIS_REPLY_INTEGER; }
+long long Reply::integer() const noexcept { return raw_ ? raw_->integer : 0; }
+
+std::string_view Reply::text() const noexcept {
+  if (!raw_ || raw_->str == nullptr) return {};
+  return {raw_->str, raw_->len};
+}
+
+const redisReply* Reply::element(std::size_t i) const noexcept {
+  if (!raw_ || raw_->type != REDIS_REPLY_ARRAY || i >= raw_->elements) return nullptr;
+  return raw_->element[i];
+}
+
+std::unique_ptr<Connection> Connection::open(const Endpoint& endpoint, const BackendConfig& config,
+                                             std::string& error) {
+  redisContext* ctx = redisConnectWithTimeout(endpoint.host.c_str(), endpoint.port,
+                                              to_timeval(config.connect_timeout));
+  if (ctx == nullptr) {
+    error = fmt::format("cannot connect to {}: out of memory", to_string(endpoint));
+    return nullptr;
+  }
+  if (ctx->err != 0) {
+    error = fmt::format("cannot connect to {}: {}", to_string(endpoint), ctx->errstr);
+    redisFree(ctx);
+    return nullptr;
+  }
+  redisSetTimeout(ctx, to_timeval(config.command_timeout));
+  redisEnableKeepAlive(ctx);
+  std::unique_ptr<Connection> conn(new Connection(ctx, endpoint));
+  if (!config.password.empty()) {
+    Reply auth = config.username.empty()
+                     ? conn->command({"AUTH", config.password})
+                     : conn->command({"AUTH", config.username, config.password});
+    if (!auth.ok() || auth.is_error()) {
+      // The server's words only: they never echo the password.
+      error = fmt::format("authentication to {} failed: {}", to_string(endpoint),
+                          auth.ok() ? std::string(auth.text()) : auth.error());
+      return nullptr;
+    }
+  }
+  if (config.database != 0) {
+    const std::string db = std::to_string(config.database);
+    Reply select = conn->command({"SELECT", db});
+    if (!select.ok() || select.is_error()) {
+      error = fmt::format("SELECT {} on {} failed: {}", db, to_string(endpoint),
+                          select.ok() ? std::string(select.text()) : select.error());
+      return nullptr;
+    }
+  }
+  if (!conn->measure_clock(error)) return nullptr;
+  return conn;
+}
+
+Connection::~Connection() { redisFree(ctx_); }
+
+bool Connection::measure_clock(std::string& error) {
+  const auto before = Clock::now();
+  Reply time = command({"TIME"});
+  const auto after = Clock::now();
+  if (!time.ok() || time.is_error() || time.element(1) == nullptr) {
+    error = fmt::format("TIME on {} failed: {}", to_string(endpoint_),
+                        time.ok() ? std::string(time.text()) : time.error());
+    return false;
+  }
+  const std::int64_t server_us = std::strtoll(time.element(0)->str, nullptr, 10) * 1000000 +
+                                 std::strtoll(time.element(1)->str, nullptr, 10);
+  server_offset_us_ = server_us - (steady_us(before) + steady_us(after)) / 2;
+  return true;
+}
+
+std::int64_t Connection::server_time_us(Clock::time_point at) const noexcept {
+  return steady_us(at) + server_offset_us_;
+}
+
+Reply Connection::fail_from_context() {
+  broken_ = true;
+  const bool timeout = ctx_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
+  if (timeout) {
+    return Reply::failed(Reply::Status::kTimeout,
+                         fmt::format("no reply from {} within the command timeout", to_string(endpoint_)));
+  }
+  return Reply::failed(Reply::Status::kBroken,
+                       fmt::format("connection to {} failed: {}", to_string(endpoint_),
+                                   ctx_->errstr[0] != '\0' ? ctx_->errstr : "closed"));
+}
+
+Reply Connection::command(const std::vector<std::string_view>& argv) {
+  append(argv);
+  return read_reply();
+}
+
+void Connection::append(const std::vector<std::string_view>& argv) {
+  thread_local std::vector<const char*> ptrs;
+  thread_local std::vector<size_t> lens;
+  to_argv(argv, ptrs, lens);
+  if (redisAppendCommandArgv(ctx_, static_cast<int>(argv.size()), ptrs.data(), lens.data()) != REDIS_OK) {
+    broken_ = true;
+  }
+}
+
+Reply Connection::read_reply() {
+  if (broken_ && ctx_->err == 0) {
+    return Reply::failed(Reply::Status::kBroken, "connection dropped after an earlier failure");
+  }
+  errno = 0;
+  void* raw = nullptr;
+  if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) return fail_from_context();
+  return Reply::ok(static_cast<redisReply*>(raw));
+}
+
+}  // namespace dlock::internal

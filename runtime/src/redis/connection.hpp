@@ -1,0 +1,92 @@
+// One synchronous hiredis connection with connect and command timeouts. The only code
+// that turns hiredis errors into dlock's terms; hiredis types stay inside runtime/src/redis.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend.hpp"
+
+struct redisContext;
+struct redisReply;
+
+namespace dlock::internal {
+
+/// A reply, or why there is none.
+class Reply {
+ public:
+  enum class Status {
+    kOk,            ///< a reply (which may be a Redis error reply: see is_error())
+    kTimeout,       ///< no answer in time: the command may still be applied
+    kBroken,        ///< the connection failed: the command may or may not have been applied
+    kNotSent,       ///< no connection could be had: the command was not sent
+  };
+
+  Reply() = default;
+  static Reply ok(redisReply* raw);
+  static Reply failed(Status status, std::string error);
+
+  [[nodiscard]] Status status() const noexcept { return status_; }
+  [[nodiscard]] bool ok() const noexcept { return status_ == Status::kOk; }
+  [[nodiscard]] const std::string& error() const noexcept { return error_; }
+  [[nodiscard]] const redisReply* get() const noexcept { return raw_.get(); }
+
+  [[nodiscard]] bool is_error() const noexcept;
+  [[nodiscard]] bool is_integer() const noexcept;
+  [[nodiscard]] long long integer() const noexcept;
+  [[nodiscard]] std::string_view text() const noexcept;  ///< status, error or string reply
+  /// Element i of an array reply (nullptr when out of range or not an array).
+  [[nodiscard]] const redisReply* element(std::size_t i) const noexcept;
+
+ private:
+  struct Free {
+    void operator()(redisReply* r) const noexcept;
+  };
+  Status status_ = Status::kBroken;
+  std::string error_;
+  std::unique_ptr<redisReply, Free> raw_;
+};
+
+class Connection {
+ public:
+  /// Connects, authenticates and selects the database. Returns nullptr and sets `error`
+  /// (never containing the password) on failure.
+  static std::unique_ptr<Connection> open(const Endpoint& endpoint, const BackendConfig& config,
+                                          std::string& error);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  /// Sends one command and waits for its reply (binary-safe arguments).
+  Reply command(const std::vector<std::string_view>& argv);
+  /// Pipelining: queue commands, then read their replies in order.
+  void append(const std::vector<std::string_view>& argv);
+  Reply read_reply();
+
+  /// After a timeout or an I/O error the connection is out of step and must be dropped.
+  [[nodiscard]] bool broken() const noexcept { return broken_; }
+  /// Server clock (microseconds since the epoch) at the given steady time, estimated at
+  /// connect time from TIME and the round trip.
+  [[nodiscard]] std::int64_t server_time_us(Clock::time_point at) const noexcept;
+  [[nodiscard]] redisContext* raw() noexcept { return ctx_; }
+  [[nodiscard]] const Endpoint& endpoint() const noexcept { return endpoint_; }
+
+ private:
+  Connection(redisContext* ctx, Endpoint endpoint) : ctx_(ctx), endpoint_(std::move(endpoint)) {}
+  Reply fail_from_context();
+  bool measure_clock(std::string& error);
+
+  redisContext* ctx_;
+  Endpoint endpoint_;
+  bool broken_ = false;
+  std::int64_t server_offset_us_ = 0;  // server time minus steady time
+};
+
+/// `host:port`, with IPv6 hosts in brackets.
+[[nodiscard]] std::string to_string(const Endpoint& endpoint);
+
+}  // namespace dlock::internal

@@ -1,0 +1,77 @@
+#include "redis/pool.hpp"
+
+#include <fmt/format.h>
+
+namespace dlock::internal {
+
+ConnectionPool::ConnectionPool(Endpoint endpoint, BackendConfig config)
+    : endpoint_(std::move(endpoint)), config_(std::move(config)) {}
+
+ConnectionPool::Handle::~Handle() {
+  if (pool_ != nullptr && conn_) pool_->give_back(std::move(conn_));
+}
+
+void ConnectionPool::give_back(std::unique_ptr<Connection> conn) {
+  {
+    std::lock_guard lock(mutex_);
+    if (conn->broken()) {
+      --open_;
+    } else {
+      idle_.push_back(std::move(conn));
+    }
+  }
+  returned_.notify_one();
+}
+
+void ConnectionPool::clear() {
+  std::vector<std::unique_ptr<Connection>> dropped;
+  std::lock_guard lock(mutex_);
+  open_ -= static_cast<int>(idle_.size());
+  dropped.swap(idle_);
+}
+
+ConnectionPool::Handle ConnectionPool::take(Clock::time_point deadline, std::string& error) {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    if (!idle_.empty()) {
+      auto conn = std::move(idle_.back());
+      idle_.pop_back();
+      return Handle(this, std::move(conn), true);
+    }
+    if (open_ < config_.pool_size) break;
+    if (returned_.wait_until(lock, deadline) == std::cv_status::timeout && idle_.empty() &&
+        open_ >= config_.pool_size) {
+      error = fmt::format("all {} connections to {} are busy", config_.pool_size, to_string(endpoint_));
+      return {};
+    }
+  }
+  ++open_;
+  lock.unlock();
+  auto conn = Connection::open(endpoint_, config_, error);
+  if (!conn) {
+    lock.lock();
+    --open_;
+    lock.unlock();
+    returned_.notify_one();
+    return {};
+  }
+  return Handle(this, std::move(conn), false);
+}
+
+Reply ConnectionPool::run(const std::function<Reply(Connection&)>& call) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::string error;
+    Handle conn = take(Clock::now() + config_.command_timeout, error);
+    if (!conn) return Reply::failed(Reply::Status::kNotSent, error);
+    Reply reply = call(*conn);
+    // A reset on a reused socket usually means the server went away while it sat idle.
+    // Every dlock script is idempotent for one owner, so one retry on a new connection
+    // is safe even if the first request was applied.
+    const bool stale = reply.status() == Reply::Status::kBroken && conn.reused();
+    if (!stale) return reply;
+    clear();
+  }
+  return Reply::failed(Reply::Status::kBroken, fmt::format("connection to {} failed", to_string(endpoint_)));
+}
+
+}  // namespace dlock::internal

@@ -1,0 +1,196 @@
+#include "redis/subscriber.hpp"
+
+#include <hiredis/hiredis.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "log.hpp"
+
+namespace dlock::internal {
+namespace {
+
+constexpr Millis kMaxBackoff{1000};
+
+std::string_view str(const redisReply* r) {
+  return r != nullptr && r->str != nullptr ? std::string_view(r->str, r->len) : std::string_view{};
+}
+
+}  // namespace
+
+Subscriber::Subscriber(Endpoint endpoint, BackendConfig config, Metrics& metrics)
+    : config_(std::move(config)),
+      metrics_(metrics),
+      signals_([this](const std::string& channel, bool wanted) { interest(channel, wanted); }),
+      wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+      endpoint_(std::move(endpoint)),
+      thread_([this] { run(); }) {}
+
+Subscriber::~Subscriber() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake();
+  if (thread_.joinable()) thread_.join();
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+void Subscriber::wake() noexcept {
+  const std::uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof one);
+}
+
+void Subscriber::interest(const std::string& channel, bool wanted) {
+  {
+    std::lock_guard lock(mutex_);
+    pending_.emplace_back(channel, wanted);
+    if (!wanted) active_.erase(channel);
+  }
+  wake();
+}
+
+void Subscriber::retarget(Endpoint endpoint) {
+  {
+    std::lock_guard lock(mutex_);
+    if (endpoint == endpoint_) return;
+    endpoint_ = std::move(endpoint);
+    retargeted_ = true;
+  }
+  wake();
+}
+
+std::unique_ptr<ReleaseWatch> Subscriber::watch(const std::string& channel) {
+  auto watch = signals_.watch(channel);
+  std::unique_lock lock(mutex_);
+  if (connected_) {
+    confirmed_cv_.wait_for(lock, config_.command_timeout,
+                           [&] { return stopping_ || !connected_ || active_.count(channel) > 0; });
+  }
+  return watch;
+}
+
+bool Subscriber::connect() {
+  Endpoint target;
+  {
+    std::lock_guard lock(mutex_);
+    target = endpoint_;
+    retargeted_ = false;
+  }
+  std::string error;
+  auto conn = Connection::open(target, config_, error);
+  if (!conn) {
+    log(LogLevel::kDebug, "subscriber: {}", error);
+    return false;
+  }
+  conn_ = std::move(conn);
+  std::lock_guard lock(mutex_);
+  if (ever_connected_) {
+    bump(metrics_.subscriber_reconnects);
+    log(LogLevel::kInfo, "subscriber reconnected to {}", to_string(target));
+  }
+  ever_connected_ = true;
+  connected_ = true;
+  // Everything wanted now is subscribed afresh; older queued changes are moot.
+  pending_.clear();
+  active_.clear();
+  for (const auto& channel : signals_.channels()) pending_.emplace_back(channel, true);
+  return true;
+}
+
+void Subscriber::disconnect(const std::string& why) {
+  conn_.reset();
+  {
+    std::lock_guard lock(mutex_);
+    if (connected_) log(LogLevel::kWarn, "subscriber lost its connection: {}; waiters poll until it is back", why);
+    connected_ = false;
+    active_.clear();
+  }
+  confirmed_cv_.notify_all();
+  // Anyone waiting may have missed a release: let them all try again now.
+  for (const auto& channel : signals_.channels()) signals_.notify(channel);
+}
+
+bool Subscriber::flush_pending() {
+  std::deque<std::pair<std::string, bool>> batch;
+  {
+    std::lock_guard lock(mutex_);
+    batch.swap(pending_);
+  }
+  if (batch.empty()) return true;
+  for (const auto& [channel, wanted] : batch) {
+    conn_->append({wanted ? "SUBSCRIBE" : "UNSUBSCRIBE", channel});
+  }
+  int done = 0;
+  while (!done) {
+    if (redisBufferWrite(conn_->raw(), &done) != REDIS_OK) return false;
+  }
+  return true;
+}
+
+void Subscriber::read_messages() {
+  if (redisBufferRead(conn_->raw()) != REDIS_OK) {
+    disconnect(conn_->raw()->errstr[0] != '\0' ? conn_->raw()->errstr : "closed by the server");
+    return;
+  }
+  for (;;) {
+    void* raw = nullptr;
+    if (redisGetReplyFromReader(conn_->raw(), &raw) != REDIS_OK) {
+      disconnect("protocol error");
+      return;
+    }
+    if (raw == nullptr) return;
+    Reply reply = Reply::ok(static_cast<redisReply*>(raw));
+    const std::string_view kind = str(reply.element(0));
+    const std::string channel(str(reply.element(1)));
+    if (kind == "message") {
+      signals_.notify(channel);
+    } else if (kind == "subscribe") {
+      {
+        std::lock_guard lock(mutex_);
+        active_.insert(channel);
+      }
+      confirmed_cv_.notify_all();
+    }
+  }
+}
+
+void Subscriber::run() {
+  Millis backoff{10};
+  for (;;) {
+    bool retarget_now;
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) break;
+      retarget_now = retargeted_;
+    }
+    if (retarget_now && conn_) disconnect("the master moved");
+    if (!conn_) {
+      if (!connect()) {
+        confirmed_cv_.notify_all();
+        // Interruptible back-off: a stop or retarget wakes us through the eventfd.
+        pollfd pfd{wake_fd_, POLLIN, 0};
+        ::poll(&pfd, 1, static_cast<int>(backoff.count()));
+        std::uint64_t drained;
+        [[maybe_unused]] auto n = ::read(wake_fd_, &drained, sizeof drained);
+        backoff = std::min(backoff * 2, std::min(kMaxBackoff, config_.poll_interval));
+        continue;
+      }
+      backoff = Millis{10};
+    }
+    if (!flush_pending()) {
+      disconnect("write failed");
+      continue;
+    }
+    pollfd fds[2] = {{conn_->raw()->fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    if (::poll(fds, 2, 1000) < 0) continue;
+    if (fds[1].revents & POLLIN) {
+      std::uint64_t drained;
+      [[maybe_unused]] auto n = ::read(wake_fd_, &drained, sizeof drained);
+    }
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) read_messages();
+  }
+  conn_.reset();
+}
+
+}  // namespace dlock::internal

@@ -1,0 +1,45 @@
+// Per-key release signals shared by waiters: whoever learns of a release (the memory
+// store, the Redis subscriber) calls notify(); watches armed on that key wake up.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "backend.hpp"
+
+namespace dlock::internal {
+
+class ReleaseSignals {
+ public:
+  /// Called with (channel, true) when a channel gains its first watcher and (channel,
+  /// false) when it loses its last one, under no lock of ours.
+  using InterestHook = std::function<void(const std::string& channel, bool interested)>;
+
+  explicit ReleaseSignals(InterestHook hook = {}) : hook_(std::move(hook)) {}
+
+  std::unique_ptr<ReleaseWatch> watch(const std::string& channel);
+  void notify(const std::string& channel);
+  /// Channels that currently have watchers.
+  [[nodiscard]] std::vector<std::string> channels() const;
+
+ private:
+  struct Signal {
+    std::uint64_t generation = 0;
+    int watchers = 0;
+  };
+  class Watch;
+
+  void drop(const std::string& channel);
+
+  InterestHook hook_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<std::string, Signal> signals_;
+};
+
+}  // namespace dlock::internal

@@ -1,0 +1,167 @@
+#include "watchdog.hpp"
+
+#include <map>
+
+#include "log.hpp"
+
+namespace dlock::internal {
+namespace {
+
+constexpr Millis kMinRetry{10};
+
+Millis to_millis_ceil(Clock::duration d) {
+  return std::max(Millis{1}, std::chrono::ceil<Millis>(d));
+}
+
+}  // namespace
+
+Watchdog::Watchdog(Metrics& metrics) : metrics_(metrics), thread_([this] { run(); }) {}
+
+Watchdog::~Watchdog() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  // The last reference to the client can be dropped on this very thread (a lease released
+  // from an on_lost callback); joining ourselves would deadlock.
+  if (thread_.get_id() == std::this_thread::get_id()) {
+    thread_.detach();
+  } else if (thread_.joinable()) {
+    thread_.join();
+  }
+}
+
+void Watchdog::push(Task task) {
+  bool earliest;
+  {
+    std::lock_guard lock(mutex_);
+    earliest = queue_.empty() || task.due < queue_.top().due;
+    queue_.push(std::move(task));
+  }
+  if (earliest) wake_.notify_one();
+}
+
+void Watchdog::track(const std::shared_ptr<LeaseState>& lease) {
+  push(Task{lease->acquired_at + lease->settings.lease / 3, lease, nullptr});
+}
+
+void Watchdog::clean_up_after(std::shared_ptr<Backend> backend, Key key, std::string owner,
+                              Clock::time_point until) {
+  const auto first = Clock::now() + backend->config().command_timeout;
+  push(Task{first, {},
+            std::make_shared<Cleanup>(Cleanup{std::move(backend), std::move(key),
+                                              std::move(owner), until})});
+}
+
+std::size_t Watchdog::tracked() const {
+  std::lock_guard lock(mutex_);
+  return queue_.size();
+}
+
+void Watchdog::run() {
+  std::unique_lock lock(mutex_);
+  std::vector<Task> due;
+  while (!stopping_) {
+    if (queue_.empty()) {
+      wake_.wait(lock);
+      continue;
+    }
+    const auto next = queue_.top().due;
+    if (Clock::now() < next) {
+      wake_.wait_until(lock, next);
+      continue;
+    }
+    const auto now = Clock::now();
+    while (!queue_.empty() && queue_.top().due <= now) {
+      due.push_back(queue_.top());
+      queue_.pop();
+    }
+    lock.unlock();
+    renew_due(due);
+    due.clear();
+    lock.lock();
+  }
+}
+
+void Watchdog::run_cleanup(Task& task, std::vector<Task>& again) {
+  Cleanup& c = *task.cleanup;
+  const auto outcome = c.backend->release(c.key, c.owner, Millis{0});
+  if (outcome == ReleaseOutcome::kReleased) {
+    log(LogLevel::kInfo, "released a lock granted after its request timed out: key={}",
+        printable(c.key.str()));
+    return;
+  }
+  // Nothing there yet may still mean a late request is in flight; look again until `until`.
+  const auto next = Clock::now() + c.backend->config().command_timeout;
+  if (next < c.until) again.push_back(Task{next, {}, task.cleanup});
+}
+
+void Watchdog::renew_due(std::vector<Task>& due) {
+  std::vector<Task> again;
+  // Group by backend so that each backend gets one batch (one pipeline for Redis).
+  std::map<Backend*, std::vector<std::shared_ptr<LeaseState>>> batches;
+  for (auto& task : due) {
+    if (task.cleanup) {
+      run_cleanup(task, again);
+      continue;
+    }
+    auto lease = task.lease.lock();
+    if (!lease || lease->released() || lease->lost()) continue;
+    const auto now = Clock::now();
+    metrics_.renewal_lag.record(now - task.due);
+    if (now >= lease->hold_deadline()) {
+      lease->mark_lost(LossReason::kMaxHold, "max_hold reached; the key expires now");
+      continue;
+    }
+    if (now >= lease->valid_until()) {
+      lease->mark_lost(LossReason::kExpired, "no renewal reached the backend within the lease");
+      continue;
+    }
+    batches[lease->backend.get()].push_back(std::move(lease));
+  }
+
+  for (auto& [backend, leases] : batches) {
+    std::vector<RenewItem> items;
+    items.reserve(leases.size());
+    const auto sent = Clock::now();
+    for (auto& lease : leases) {
+      const auto ttl = std::min<Clock::duration>(lease->settings.lease, lease->hold_deadline() - sent);
+      items.push_back(RenewItem{&lease->key, lease->owner, to_millis_ceil(ttl)});
+    }
+    backend->renew(items);
+    for (std::size_t i = 0; i < leases.size(); ++i) {
+      auto& lease = leases[i];
+      switch (items[i].outcome) {
+        case RenewOutcome::kRenewed: {
+          bump(metrics_.renewals);
+          const auto until = sent + items[i].ttl;
+          lease->extend_validity(until);
+          auto next = sent + lease->settings.lease / 3;
+          // The last renewal before max_hold sets the key to expire exactly at max_hold.
+          if (until >= lease->hold_deadline()) next = lease->hold_deadline();
+          again.push_back(Task{next, lease, nullptr});
+          break;
+        }
+        case RenewOutcome::kGone:
+          lease->mark_lost(LossReason::kGone, "the key is gone");
+          break;
+        case RenewOutcome::kTaken:
+          lease->mark_lost(LossReason::kTaken, "another owner holds the key");
+          break;
+        case RenewOutcome::kUnavailable: {
+          bump(metrics_.renewal_failures);
+          log(LogLevel::kWarn, "renewal failed, retrying: key={} name={}",
+              printable(lease->key.str()), lease->name);
+          const auto retry = std::max<Clock::duration>(kMinRetry, lease->settings.lease / 10);
+          // Retry soon, but come back no later than the end of validity to declare expiry.
+          again.push_back(Task{std::min(Clock::now() + retry, lease->valid_until()), lease, nullptr});
+          break;
+        }
+      }
+    }
+  }
+  for (auto& task : again) push(std::move(task));
+}
+
+}  // namespace dlock::internal

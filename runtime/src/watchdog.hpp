@@ -1,0 +1,63 @@
+// One scheduler thread per client renews every held lease, detects losses, enforces
+// max_hold and cleans up after acquisitions whose outcome was unknown.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <queue>
+#include <thread>
+#include <vector>
+
+#include "backend.hpp"
+#include "lease_state.hpp"
+#include "metrics.hpp"
+
+namespace dlock::internal {
+
+class Watchdog {
+ public:
+  explicit Watchdog(Metrics& metrics);
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  /// Starts renewing a newly granted lease at acquired_at + lease/3.
+  void track(const std::shared_ptr<LeaseState>& lease);
+
+  /// An acquisition timed out but may have been applied: release `owner`'s key, if it
+  /// exists, a few times until `until` (owner-checked, so it can never hurt a real holder).
+  void clean_up_after(std::shared_ptr<Backend> backend, Key key, std::string owner,
+                      Clock::time_point until);
+
+  /// Number of leases currently scheduled (for tests and benchmarks).
+  [[nodiscard]] std::size_t tracked() const;
+
+ private:
+  struct Cleanup {
+    std::shared_ptr<Backend> backend;
+    Key key;
+    std::string owner;
+    Clock::time_point until;
+  };
+  struct Task {
+    Clock::time_point due;
+    std::weak_ptr<LeaseState> lease;
+    std::shared_ptr<Cleanup> cleanup;
+    bool operator>(const Task& other) const { return due > other.due; }
+  };
+
+  void run();
+  void push(Task task);
+  void renew_due(std::vector<Task>& due);
+  void run_cleanup(Task& task, std::vector<Task>& again);
+
+  Metrics& metrics_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::priority_queue<Task, std::vector<Task>, std::greater<>> queue_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace dlock::internal

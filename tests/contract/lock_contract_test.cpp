@@ -1,0 +1,270 @@
+// The behaviour every backend must share, run against each of them. A topology passes
+// this suite before it ships; a change that makes one backend drift fails here.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <thread>
+
+#include "dlock/dlock.hpp"
+#include "redis_process.hpp"
+
+namespace dlock::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+LockSettings settings(Millis lease, Millis wait = 0ms) {
+  LockSettings s;
+  s.lease = lease;
+  s.wait = wait;
+  return s;
+}
+
+long long ms_since(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+/// Starts whatever the backend needs and describes it as a Config.
+class Topo {
+ public:
+  virtual ~Topo() = default;
+  virtual Config config() = 0;
+};
+
+class MemoryTopo : public Topo {
+ public:
+  Config config() override {
+    Config c;
+    c.service = service();
+    BackendConfig b;
+    b.name = "default";
+    b.topology = Topology::kMemory;
+    b.poll_interval = 250ms;
+    c.backends["default"] = b;
+    return c;
+  }
+  static std::string service() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    return std::string(info->test_suite_name()) + "." + info->name();
+  }
+};
+
+class SingleTopo : public Topo {
+ public:
+  SingleTopo() { server_.start(); }
+  Config config() override {
+    Config c = MemoryTopo().config();
+    BackendConfig& b = c.backends["default"];
+    b.topology = Topology::kSingle;
+    b.endpoints = {Endpoint{server_.host(), server_.port()}};
+    b.connect_timeout = 500ms;
+    b.command_timeout = 500ms;
+    return c;
+  }
+
+ private:
+  RedisServer server_;
+};
+
+class LockContract : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "memory") topo_ = std::make_unique<MemoryTopo>();
+    if (GetParam() == "single") topo_ = std::make_unique<SingleTopo>();
+    ASSERT_TRUE(topo_) << GetParam();
+  }
+  Client make_client() { return Client(topo_->config()); }
+
+  std::unique_ptr<Topo> topo_;
+};
+
+TEST_P(LockContract, ASecondOwnerIsRefusedWhileTheLockIsHeld) {
+  Client a = make_client(), b = make_client();
+  Lease held = a.acquire("k", settings(10s));
+  ASSERT_TRUE(held);
+  Lease refused = b.try_acquire("k", settings(10s));
+  EXPECT_EQ(refused.status(), AcquireStatus::kBusy);
+  EXPECT_FALSE(refused);
+  EXPECT_FALSE(refused.error().empty());
+  EXPECT_EQ(refused.release(), ReleaseStatus::kNotHeld);
+  EXPECT_EQ(held.release(), ReleaseStatus::kReleased);
+  EXPECT_TRUE(b.try_acquire("k", settings(10s)));
+}
+
+TEST_P(LockContract, AnotherThreadOfTheSameClientIsRefusedToo) {
+  Client a = make_client();
+  Lease held = a.acquire("k", settings(10s));
+  ASSERT_TRUE(held);
+  AcquireStatus other = AcquireStatus::kAcquired;
+  std::thread([&] { other = a.try_acquire("k", settings(10s)).status(); }).join();
+  EXPECT_EQ(other, AcquireStatus::kBusy);
+}
+
+TEST_P(LockContract, WaitingForABusyLockGivesUpAfterAboutWait) {
+  Client a = make_client(), b = make_client();
+  Lease held = a.acquire("k", settings(10s));
+  ASSERT_TRUE(held);
+  const auto start = Clock::now();
+  Lease refused = b.acquire("k", settings(10s, 1s));
+  const auto took = ms_since(start);
+  EXPECT_EQ(refused.status(), AcquireStatus::kBusy);
+  EXPECT_GE(took, 1000 * 85 / 100);
+  EXPECT_LE(took, 1000 * 115 / 100);
+}
+
+TEST_P(LockContract, ThreeNestedHoldsAndTwoReleasesLeaveTheLockHeldOnce) {
+  Client a = make_client(), b = make_client();
+  Lease outer = a.acquire("k", settings(10s));
+  Lease middle = a.acquire("k", settings(10s));
+  Lease inner = a.acquire("k", settings(10s));
+  ASSERT_TRUE(outer && middle && inner);
+  EXPECT_EQ(inner.token(), outer.token()) << "reentrant holds share one grant";
+  EXPECT_EQ(outer.hold_count(), 3);
+  EXPECT_EQ(inner.release(), ReleaseStatus::kStillHeld);
+  EXPECT_EQ(middle.release(), ReleaseStatus::kStillHeld);
+  EXPECT_EQ(outer.hold_count(), 1);
+  AcquireStatus other_thread = AcquireStatus::kAcquired;
+  std::thread([&] { other_thread = a.try_acquire("k", settings(10s)).status(); }).join();
+  EXPECT_EQ(other_thread, AcquireStatus::kBusy);
+  EXPECT_EQ(b.try_acquire("k", settings(10s)).status(), AcquireStatus::kBusy);
+  EXPECT_EQ(a.metrics().acquisitions, 1u);
+  EXPECT_EQ(a.metrics().reentrant_acquisitions, 2u);
+  EXPECT_EQ(outer.release(), ReleaseStatus::kReleased);
+  EXPECT_TRUE(b.try_acquire("k", settings(10s)));
+}
+
+TEST_P(LockContract, CurrentLeaseIsTheInnermostHoldOfThisThread) {
+  Client a = make_client();
+  EXPECT_FALSE(current_lease());
+  Lease outer = a.acquire("outer", settings(10s), "outer-guard");
+  ASSERT_TRUE(outer);
+  EXPECT_EQ(current_lease().key(), Key("outer"));
+  {
+    Lease inner = a.acquire("inner", settings(10s), "inner-guard");
+    ASSERT_TRUE(inner);
+    const LeaseView view = current_lease();
+    EXPECT_EQ(view.key(), Key("inner"));
+    EXPECT_EQ(view.name(), "inner-guard");
+    EXPECT_EQ(view.token(), inner.token());
+    EXPECT_GT(view.remaining(), 9s);
+    EXPECT_FALSE(view.lost());
+    bool seen_elsewhere = true;
+    std::thread([&] { seen_elsewhere = static_cast<bool>(current_lease()); }).join();
+    EXPECT_FALSE(seen_elsewhere);
+  }
+  EXPECT_EQ(current_lease().key(), Key("outer"));
+  outer.release();
+  EXPECT_FALSE(current_lease());
+}
+
+TEST_P(LockContract, FencingTokensStrictlyIncreaseAcrossClients) {
+  Client a = make_client(), b = make_client();
+  std::uint64_t previous = 0;
+  for (int i = 0; i < 100; ++i) {
+    Lease lease = (i % 2 ? a : b).acquire("fenced", settings(10s));
+    ASSERT_TRUE(lease);
+    ASSERT_GT(lease.token(), previous);
+    previous = lease.token();
+  }
+}
+
+TEST_P(LockContract, EarlyReleaseKeepsTheLockUntilMinHold) {
+  Client a = make_client(), b = make_client();
+  LockSettings s = settings(10s);
+  s.min_hold = 700ms;
+  const auto start = Clock::now();
+  Lease lease = a.acquire("tick", s);
+  ASSERT_TRUE(lease);
+  EXPECT_EQ(lease.release(), ReleaseStatus::kKeptForMinHold);
+  EXPECT_EQ(b.try_acquire("tick", settings(10s)).status(), AcquireStatus::kBusy);
+  Lease next = b.acquire("tick", settings(10s, 3s));
+  ASSERT_TRUE(next);
+  EXPECT_GE(ms_since(start), 700 - 20);
+  EXPECT_LE(ms_since(start), 700 + 300);
+  EXPECT_EQ(a.metrics().min_hold_kept, 1u);
+}
+
+TEST_P(LockContract, MaxHoldStopsRenewingAndTheLockFreesThen) {
+  Client a = make_client(), b = make_client();
+  LockSettings s = settings(300ms);
+  s.max_hold = 700ms;
+  const auto start = Clock::now();
+  Lease lease = a.acquire("capped", s);
+  ASSERT_TRUE(lease);
+  std::atomic<long long> lost_at{-1};
+  lease.view().on_lost([&](const LeaseView&) { lost_at = ms_since(start); });
+  Lease next = b.acquire("capped", settings(10s, 3s));
+  ASSERT_TRUE(next);
+  EXPECT_GE(ms_since(start), 700 - 20);
+  EXPECT_LE(ms_since(start), 700 + 300);
+  EXPECT_TRUE(lease.lost());
+  EXPECT_EQ(lease.view().loss_reason(), LossReason::kMaxHold);
+  EXPECT_GE(lost_at.load(), 700 - 20);
+  EXPECT_EQ(lease.release(), ReleaseStatus::kLost);
+  EXPECT_FALSE(next.lost());
+}
+
+TEST_P(LockContract, WatchdogRenewsPastManyLeases) {
+  Client a = make_client(), b = make_client();
+  Lease lease = a.acquire("long", settings(200ms));
+  ASSERT_TRUE(lease);
+  std::this_thread::sleep_for(1s);  // five leases
+  EXPECT_FALSE(lease.lost());
+  EXPECT_GT(lease.remaining(), 100ms);
+  EXPECT_EQ(b.try_acquire("long", settings(1s)).status(), AcquireStatus::kBusy);
+  EXPECT_GE(a.metrics().renewals, 5u);
+}
+
+TEST_P(LockContract, AReleaseWakesAWaiterPromptly) {
+  Config config = topo_->config();
+  config.backends["default"].poll_interval = 3s;
+  Client a(config), b(config);
+  Lease held = a.acquire("handoff", settings(10s));
+  ASSERT_TRUE(held);
+  Clock::time_point acquired;
+  std::thread waiter([&] {
+    Lease lease = b.acquire("handoff", settings(10s, 8s));
+    acquired = Clock::now();
+    EXPECT_TRUE(lease);
+  });
+  ASSERT_TRUE(wait_until([&] { return b.metrics().waits == 1; }, 2s, 1ms));
+  std::this_thread::sleep_for(50ms);
+  const auto released = Clock::now();
+  held.release();
+  waiter.join();
+  EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(acquired - released).count(), 100);
+}
+
+TEST_P(LockContract, AnExpiredHoldersLockGoesToTheNextOwner) {
+  Client a = make_client(), b = make_client();
+  LockSettings s = settings(300ms);
+  s.max_hold = 300ms;
+  Lease first = a.acquire("expiring", s);
+  ASSERT_TRUE(first);
+  Lease second = b.acquire("expiring", settings(10s, 2s));
+  ASSERT_TRUE(second);
+  EXPECT_GT(second.token(), first.token());
+  EXPECT_EQ(first.release(), ReleaseStatus::kLost);
+  EXPECT_FALSE(second.lost());
+  EXPECT_EQ(a.try_acquire("expiring", settings(1s)).status(), AcquireStatus::kBusy);
+}
+
+TEST_P(LockContract, MovedLeaseReleasesOnceAndDestructorReleases) {
+  Client a = make_client(), b = make_client();
+  {
+    Lease lease = a.acquire("moved", settings(10s));
+    Lease moved = std::move(lease);
+    EXPECT_TRUE(moved);
+    EXPECT_EQ(lease.release(), ReleaseStatus::kNotHeld);  // NOLINT: testing moved-from
+    EXPECT_EQ(b.try_acquire("moved", settings(10s)).status(), AcquireStatus::kBusy);
+  }
+  EXPECT_TRUE(b.try_acquire("moved", settings(10s)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, LockContract, ::testing::Values("memory", "single"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace dlock::test

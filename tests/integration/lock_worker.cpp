@@ -1,0 +1,98 @@
+// A separate process for the integration tests: a second lock client that can be killed,
+// stopped and resumed. Talks to the test over stdout, one line per event.
+//
+//   lock_worker CONFIG counter KEY FILE ITERATIONS SLEEP_US
+//   lock_worker CONFIG hold KEY LEASE_MS HOLD_MS     (HOLD_MS 0: until killed)
+#include <dlock/dlock.hpp>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+
+namespace {
+
+using namespace std::chrono_literals;
+
+void say(const std::string& line) {
+  std::fputs((line + "\n").c_str(), stdout);
+  std::fflush(stdout);
+}
+
+int counter(const std::string& key, const std::string& path, int iterations, int sleep_us) {
+  dlock::LockSettings settings;
+  settings.lease = 5s;
+  settings.wait = 60s;
+  for (int i = 0; i < iterations; ++i) {
+    dlock::Lease lease = dlock::client().acquire(key, settings, "counter");
+    if (!lease) {
+      say(fmt::format("error acquire {}: {}", dlock::to_string(lease.status()), lease.error()));
+      return 2;
+    }
+    long value = 0;
+    {
+      std::ifstream in(path);
+      in >> value;
+    }
+    // Widen the window in which an unprotected read-modify-write would lose updates.
+    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+    {
+      std::ofstream out(path, std::ios::trunc);
+      out << value + 1 << '\n';
+    }
+    const auto released = lease.release();
+    if (released != dlock::ReleaseStatus::kReleased) {
+      say(fmt::format("error release {}", dlock::to_string(released)));
+      return 3;
+    }
+  }
+  say("done");
+  return 0;
+}
+
+int hold(const std::string& key, int lease_ms, int hold_ms) {
+  dlock::LockSettings settings;
+  settings.lease = std::chrono::milliseconds(lease_ms);
+  settings.wait = 30s;
+  dlock::Lease lease = dlock::client().acquire(key, settings, "holder");
+  if (!lease) {
+    say(fmt::format("error acquire {}: {}", dlock::to_string(lease.status()), lease.error()));
+    return 2;
+  }
+  lease.view().on_lost([](const dlock::LeaseView& view) {
+    say(fmt::format("lost {}", dlock::to_string(view.loss_reason())));
+  });
+  say(fmt::format("acquired {}", lease.token()));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(hold_ms);
+  while (hold_ms == 0 || std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(10ms);
+  }
+  say(fmt::format("released {}", dlock::to_string(lease.release())));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fputs("usage: lock_worker CONFIG counter|hold ...\n", stderr);
+    return 64;
+  }
+  try {
+    dlock::init(std::string(argv[1]));
+    const std::string mode = argv[2];
+    if (mode == "counter" && argc == 7) {
+      return counter(argv[3], argv[4], std::stoi(argv[5]), std::stoi(argv[6]));
+    }
+    if (mode == "hold" && argc == 6) {
+      return hold(argv[3], std::stoi(argv[4]), std::stoi(argv[5]));
+    }
+  } catch (const std::exception& e) {
+    say(fmt::format("error {}", e.what()));
+    return 1;
+  }
+  std::fputs("lock_worker: bad arguments\n", stderr);
+  return 64;
+}

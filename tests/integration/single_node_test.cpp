@@ -1,0 +1,402 @@
+// The single-node Redis backend against a real redis-server: processes, kills, pauses,
+// restarts, lost keys, notifications and awkward keys.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <fstream>
+#include <thread>
+
+#include "client_core.hpp"
+#include "fixtures.hpp"
+#include "redis/keys.hpp"
+
+namespace dlock::test {
+namespace {
+
+class SingleNode : public ::testing::Test {
+ protected:
+  void SetUp() override { server.start(); }
+
+  std::string lock_key(const Key& key) {
+    return internal::lock_keys(unique_service(), key.str()).lock;
+  }
+
+  RedisServer server;
+};
+
+TEST_F(SingleNode, LostUpdateCounterStaysExactAcrossEightProcesses) {
+  constexpr int kProcesses = 8;
+  constexpr int kIncrements = 200;
+  ConfigFile config(server, unique_service());
+  const auto counter = std::filesystem::temp_directory_path() /
+                       ("dlock-counter-" + std::to_string(::getpid()) + ".txt");
+  { std::ofstream(counter) << 0 << '\n'; }
+
+  std::vector<ChildProcess> workers;
+  for (int i = 0; i < kProcesses; ++i) {
+    workers.emplace_back(std::vector<std::string>{worker_program(), config.path(), "counter",
+                                                  "shared-counter", counter.string(),
+                                                  std::to_string(kIncrements), "100"});
+  }
+  for (auto& worker : workers) {
+    EXPECT_EQ(worker.read_line(60s).value_or("timeout"), "done");
+    EXPECT_EQ(worker.wait(5s), 0);
+  }
+  long total = -1;
+  std::ifstream(counter) >> total;
+  std::filesystem::remove(counter);
+  EXPECT_EQ(total, kProcesses * kIncrements);
+}
+
+TEST_F(SingleNode, HolderKilledFreesTheLockWhenItsLeaseEndsAndNotBefore) {
+  ConfigFile config(server, unique_service());
+  ChildProcess holder({worker_program(), config.path(), "hold", "job", "1500", "0"});
+  ASSERT_TRUE(holder.read_line(10s).value_or("").starts_with("acquired"));
+
+  RedisAdmin admin(server);
+  holder.kill();
+  const auto killed = Clock::now();
+  const long long ttl_at_kill = admin.integer({"PTTL", lock_key("job")});
+  ASSERT_GT(ttl_at_kill, 0) << "the key must outlive its holder until the lease ends";
+
+  Client client(single_node_config(server));
+  EXPECT_EQ(client.try_acquire("job", settings(5s)).status(), AcquireStatus::kBusy);
+  Lease lease = client.acquire("job", settings(5s, 5s));
+  const auto waited = elapsed_ms(killed);
+  ASSERT_TRUE(lease);
+  EXPECT_GE(waited, ttl_at_kill - 30) << "acquired before the dead holder's lease ended";
+  EXPECT_LE(waited, ttl_at_kill + 400);
+}
+
+TEST_F(SingleNode, ReleaseAfterExpiryFailsAndLeavesTheNewOwnersKey) {
+  ConfigFile config(server, unique_service());
+  ChildProcess old_owner({worker_program(), config.path(), "hold", "report", "400", "1500"});
+  const auto first = old_owner.read_line(10s).value_or("");
+  ASSERT_TRUE(first.starts_with("acquired")) << first;
+  old_owner.signal(SIGSTOP);  // no renewals: its lease runs out
+
+  Client client(single_node_config(server));
+  Lease lease = client.acquire("report", settings(10s, 3s));
+  ASSERT_TRUE(lease);
+  old_owner.signal(SIGCONT);
+
+  std::vector<std::string> lines;
+  while (auto line = old_owner.read_line(10s)) {
+    lines.push_back(*line);
+    if (line->starts_with("released")) break;
+  }
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines.back(), "released lost");
+  EXPECT_FALSE(lease.lost());
+  RedisAdmin admin(server);
+  EXPECT_EQ(admin.integer({"EXISTS", lock_key("report")}), 1) << "the new owner's key was removed";
+  EXPECT_EQ(lease.release(), ReleaseStatus::kReleased);
+}
+
+TEST_F(SingleNode, ReleaseByANonOwnerIsRefused) {
+  Client client(single_node_config(server));
+  Lease lease = client.acquire("invoice", settings(10s));
+  ASSERT_TRUE(lease);
+  const auto& backend = client.core()->backend("default");
+  EXPECT_EQ(backend->release("invoice", "not-the-owner", 0ms), internal::ReleaseOutcome::kTaken);
+  EXPECT_EQ(backend->release("no-such-lock", "not-the-owner", 0ms), internal::ReleaseOutcome::kGone);
+  RedisAdmin admin(server);
+  EXPECT_EQ(admin.integer({"EXISTS", lock_key("invoice")}), 1);
+  EXPECT_EQ(lease.release(), ReleaseStatus::kReleased);
+  EXPECT_EQ(admin.integer({"EXISTS", lock_key("invoice")}), 0);
+}
+
+TEST_F(SingleNode, WatchdogKeepsABusyHolderForTenLeasesAndFreesWithinOneLeaseAfterItDies) {
+  ConfigFile config(server, unique_service());
+  ChildProcess holder({worker_program(), config.path(), "hold", "long-job", "300", "0"});
+  ASSERT_TRUE(holder.read_line(10s).value_or("").starts_with("acquired"));
+
+  Client client(single_node_config(server));
+  const auto start = Clock::now();
+  int attempts = 0;
+  while (Clock::now() - start < 3s) {  // ten leases
+    ASSERT_EQ(client.try_acquire("long-job", settings(1s)).status(), AcquireStatus::kBusy)
+        << "lost the lock after " << elapsed_ms(start) << "ms";
+    ++attempts;
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_GT(attempts, 30);
+
+  holder.kill();
+  const auto killed = Clock::now();
+  Lease lease = client.acquire("long-job", settings(1s, 2s));
+  ASSERT_TRUE(lease);
+  EXPECT_LE(elapsed_ms(killed), 300 + 100);
+}
+
+class LossDetection : public SingleNode {
+ protected:
+  // Waits for the loss callback; returns how long after `since` it came.
+  static long long wait_for_loss(Lease& lease, Clock::time_point since) {
+    std::atomic<long long> at{-1};
+    lease.view().on_lost([&](const LeaseView&) { at = elapsed_ms(since); });
+    wait_until([&] { return at.load() >= 0; }, 3s, 5ms);
+    return at.load();
+  }
+};
+
+TEST_F(LossDetection, KeyDeletedBehindTheHolderIsMarkedLostWithinALeaseThird) {
+  Client client(single_node_config(server));
+  Lease lease = client.acquire("doc", settings(600ms));
+  ASSERT_TRUE(lease);
+  RedisAdmin admin(server);
+  ASSERT_EQ(admin.integer({"DEL", lock_key("doc")}), 1);
+  const auto deleted = Clock::now();
+  const long long after = wait_for_loss(lease, deleted);
+  ASSERT_GE(after, 0) << "the loss was never reported";
+  EXPECT_LE(after, 200 + 100);
+  EXPECT_EQ(lease.view().loss_reason(), LossReason::kGone);
+  EXPECT_EQ(lease.view().remaining(), 0ms);
+  EXPECT_EQ(lease.release(), ReleaseStatus::kLost);
+  EXPECT_EQ(client.metrics().losses, 1u);
+}
+
+TEST_F(LossDetection, ServerRestartedEmptyIsMarkedLostWithinALeaseThird) {
+  Client client(single_node_config(server));
+  Lease lease = client.acquire("doc", settings(600ms));
+  ASSERT_TRUE(lease);
+  server.restart_empty();
+  const auto restarted = Clock::now();
+  const long long after = wait_for_loss(lease, restarted);
+  ASSERT_GE(after, 0) << "the loss was never reported";
+  EXPECT_LE(after, 200 + 150);
+  EXPECT_EQ(lease.view().loss_reason(), LossReason::kGone);
+  EXPECT_EQ(lease.release(), ReleaseStatus::kLost);
+  // The client recovers: the same key can be taken again on the new server.
+  EXPECT_TRUE(client.try_acquire("doc", settings(1s)));
+}
+
+TEST_F(LossDetection, KeyTakenByAnotherOwnerIsMarkedTaken) {
+  Client client(single_node_config(server));
+  Lease lease = client.acquire("doc", settings(600ms));
+  ASSERT_TRUE(lease);
+  RedisAdmin admin(server);
+  admin.command({"HSET", lock_key("doc"), "owner", "intruder"});
+  const long long after = wait_for_loss(lease, Clock::now());
+  ASSERT_GE(after, 0);
+  EXPECT_EQ(lease.view().loss_reason(), LossReason::kTaken);
+  EXPECT_EQ(lease.release(), ReleaseStatus::kLost);
+  EXPECT_EQ(admin.string({"HGET", lock_key("doc"), "owner"}), "intruder");
+}
+
+TEST_F(SingleNode, FencingTokensOfAThousandGrantsStrictlyIncrease) {
+  Client client(single_node_config(server));
+  std::uint64_t previous = 0;
+  for (int i = 0; i < 1000; ++i) {
+    Lease lease = client.acquire("fenced", settings(5s));
+    ASSERT_TRUE(lease);
+    ASSERT_GT(lease.token(), previous) << "grant " << i;
+    previous = lease.token();
+  }
+}
+
+TEST_F(SingleNode, FencingTokensKeepIncreasingAfterTheServerRestartsEmpty) {
+  Client client(single_node_config(server));
+  std::uint64_t before = 0;
+  {
+    Lease lease = client.acquire("fenced", settings(5s));
+    ASSERT_TRUE(lease);
+    before = lease.token();
+  }
+  server.restart_empty();
+  Lease after = client.acquire("fenced", settings(5s));
+  ASSERT_TRUE(after) << after.error();
+  EXPECT_GT(after.token(), before);
+}
+
+TEST_F(SingleNode, PausedHolderResumesWithALowerTokenThanTheNewHolder) {
+  ConfigFile config(server, unique_service());
+  ChildProcess paused({worker_program(), config.path(), "hold", "ledger", "400", "0"});
+  const auto first = paused.read_line(10s).value_or("");
+  ASSERT_TRUE(first.starts_with("acquired ")) << first;
+  const std::uint64_t old_token = std::stoull(first.substr(9));
+  paused.signal(SIGSTOP);
+
+  Client client(single_node_config(server));
+  Lease lease = client.acquire("ledger", settings(10s, 3s));
+  ASSERT_TRUE(lease);
+  EXPECT_GT(lease.token(), old_token);
+
+  paused.signal(SIGCONT);
+  const auto line = paused.read_line(5s).value_or("");
+  EXPECT_TRUE(line.starts_with("lost ")) << "the resumed holder must learn it lost the lock: " << line;
+  EXPECT_FALSE(lease.lost());
+}
+
+TEST_F(SingleNode, ReleaseWakesAWaiterFarSoonerThanThePollingInterval) {
+  Config config = single_node_config(server);
+  config.backends["default"].poll_interval = 2s;
+  Client holder_client(config);
+  Client waiter_client(config);
+  Lease held = holder_client.acquire("queue", settings(10s));
+  ASSERT_TRUE(held);
+
+  std::atomic<bool> waiting{false};
+  Clock::time_point acquired_at;
+  std::thread waiter([&] {
+    waiting = true;
+    Lease lease = waiter_client.acquire("queue", settings(10s, 5s));
+    acquired_at = Clock::now();
+    EXPECT_TRUE(lease);
+  });
+  wait_until([&] { return waiter_client.metrics().waits == 1; }, 2s, 1ms);
+  std::this_thread::sleep_for(100ms);  // the waiter is parked on the notification now
+  const auto released = Clock::now();
+  EXPECT_EQ(held.release(), ReleaseStatus::kReleased);
+  waiter.join();
+  const auto handoff = std::chrono::duration_cast<std::chrono::milliseconds>(acquired_at - released);
+  EXPECT_LT(handoff.count(), 100) << "woken by polling, not by the release notification";
+  EXPECT_GE(waiter_client.metrics().wakeups, 1u);
+}
+
+TEST_F(SingleNode, WaitersStillGetTheLockAfterThePubSubConnectionIsKilled) {
+  Config config = single_node_config(server);
+  config.backends["default"].poll_interval = 300ms;
+  Client holder_client(config);
+  Client waiter_client(config);
+  Lease held = holder_client.acquire("queue", settings(10s));
+  ASSERT_TRUE(held);
+
+  std::atomic<bool> got{false};
+  std::thread waiter([&] {
+    Lease lease = waiter_client.acquire("queue", settings(10s, 8s));
+    got = static_cast<bool>(lease);
+  });
+  ASSERT_TRUE(wait_until([&] { return waiter_client.metrics().waits == 1; }, 2s, 1ms));
+  std::this_thread::sleep_for(50ms);
+  RedisAdmin admin(server);
+  ASSERT_GE(admin.integer({"CLIENT", "KILL", "TYPE", "pubsub"}), 1);
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(held.release(), ReleaseStatus::kReleased);
+  waiter.join();
+  EXPECT_TRUE(got);
+  EXPECT_TRUE(wait_until([&] { return waiter_client.metrics().subscriber_reconnects >= 1; }, 3s));
+}
+
+TEST_F(SingleNode, ServerDownFailsAsUnavailableWithinTheTimeouts) {
+  Config config = single_node_config(server);
+  server.stop();
+  Client client(config);
+  const auto start = Clock::now();
+  Lease lease = client.acquire("anything", settings(5s, 5s));
+  EXPECT_EQ(lease.status(), AcquireStatus::kUnavailable);
+  EXPECT_FALSE(lease.error().empty());
+  EXPECT_LE(elapsed_ms(start), 500 + 200);
+}
+
+TEST_F(SingleNode, ServerStoppedWithSigstopFailsAsUnavailableWithinTheTimeouts) {
+  Client client(single_node_config(server));
+  ASSERT_TRUE(client.try_acquire("warm-up", settings(1s)));  // a pooled, idle connection
+  server.pause();
+  const auto start = Clock::now();
+  Lease lease = client.acquire("paused", settings(5s, 5s));
+  const auto took = elapsed_ms(start);
+  server.resume();
+  EXPECT_EQ(lease.status(), AcquireStatus::kUnavailable);
+  EXPECT_LE(took, 2 * 500 + 200);
+}
+
+TEST_F(SingleNode, ClientPauseTimesOutAndTheLateReplyLeavesNoLockBehind) {
+  Config config = single_node_config(server);
+  config.backends["default"].command_timeout = 200ms;
+  Client client(config);
+  ASSERT_TRUE(client.try_acquire("warm-up", settings(1s)));  // the request goes out on a live connection
+  RedisAdmin admin(server);
+  ASSERT_TRUE(admin.ok({"CLIENT", "PAUSE", "1000", "ALL"}));
+  const auto start = Clock::now();
+  Lease lease = client.acquire("paused", settings(30s, 5s));
+  const auto took = elapsed_ms(start);
+  EXPECT_EQ(lease.status(), AcquireStatus::kUnavailable);
+  EXPECT_LE(took, 2 * 200 + 150);
+  // Let the pause end and the queued request run; it must not leave a lock.
+  std::this_thread::sleep_for(1300ms);
+  RedisAdmin after(server);
+  EXPECT_EQ(after.integer({"EXISTS", lock_key("paused")}), 0);
+  EXPECT_TRUE(client.try_acquire("paused", settings(1s)));
+}
+
+TEST_F(SingleNode, ScriptFlushIsRecoveredForAcquireRenewAndRelease) {
+  Client client(single_node_config(server));
+  RedisAdmin admin(server);
+  ASSERT_TRUE(client.try_acquire("warm", settings(1s)));
+  Lease lease = client.acquire("flushed", settings(300ms));
+  ASSERT_TRUE(lease);
+  ASSERT_TRUE(admin.ok({"SCRIPT", "FLUSH"}));
+  std::this_thread::sleep_for(400ms);  // renewals happen after the flush
+  EXPECT_FALSE(lease.lost());
+  EXPECT_GE(client.metrics().renewals, 1u);
+  ASSERT_TRUE(admin.ok({"SCRIPT", "FLUSH"}));
+  EXPECT_EQ(lease.release(), ReleaseStatus::kReleased);
+  ASSERT_TRUE(admin.ok({"SCRIPT", "FLUSH"}));
+  EXPECT_TRUE(client.try_acquire("flushed", settings(1s)));
+}
+
+TEST_F(SingleNode, AwkwardKeysAreHeldAndNeverCollide) {
+  Client client(single_node_config(server));
+  const std::string binary("a\0b\xff\n", 5);
+  const std::vector<std::string> keys = {"",      std::string(1 << 20, 'k'), binary, "{",
+                                         "}",     ":",   "{}",   "a:b", "a}b", "a{b", "a%3Ab",
+                                         "{a}:b", "a:{b}"};
+  std::vector<Lease> leases;
+  for (const auto& key : keys) {
+    leases.push_back(client.acquire(key, settings(5s)));
+    ASSERT_TRUE(leases.back()) << "key of " << key.size() << " bytes: " << leases.back().error();
+    EXPECT_EQ(leases.back().key().str(), key);
+  }
+  // Another owner is refused on every one of them.
+  Client other(single_node_config(server));
+  for (const auto& key : keys) {
+    EXPECT_EQ(other.try_acquire(key, settings(5s)).status(), AcquireStatus::kBusy);
+  }
+  for (auto& lease : leases) EXPECT_EQ(lease.release(), ReleaseStatus::kReleased);
+}
+
+TEST_F(SingleNode, ServiceNamespacesNeverCollide) {
+  Config a = single_node_config(server);
+  a.service = "x";
+  Config b = single_node_config(server);
+  b.service = "x:a";
+  Client ca(a), cb(b);
+  Lease la = ca.acquire("a:b", settings(5s));
+  Lease lb = cb.acquire("b", settings(5s));
+  EXPECT_TRUE(la);
+  EXPECT_TRUE(lb);
+}
+
+TEST_F(SingleNode, LockStoresOwnerMetadataForTools) {
+  Client client(single_node_config(server));
+  Lease lease = client.acquire("meta", settings(5s), "shop::place_order");
+  ASSERT_TRUE(lease);
+  RedisAdmin admin(server);
+  const auto key = lock_key("meta");
+  EXPECT_EQ(admin.string({"HGET", key, "name"}), "shop::place_order");
+  EXPECT_EQ(admin.string({"HGET", key, "token"}), std::to_string(lease.token()));
+  EXPECT_EQ(admin.string({"HGET", key, "pid"}), std::to_string(::getpid()));
+  EXPECT_TRUE(admin.string({"HGET", key, "host"}).has_value());
+  EXPECT_TRUE(admin.string({"HGET", key, "thread"}).has_value());
+  EXPECT_TRUE(admin.string({"HGET", key, "acquired_at_ms"}).has_value());
+  const auto owner = admin.string({"HGET", key, "owner"}).value_or("");
+  EXPECT_GE(owner.find(':'), 32u) << "owner ids carry 128 random bits: " << owner;
+}
+
+TEST_F(SingleNode, RenewalFailureWhileTheServerIsDownEndsInExpiry) {
+  Client client(single_node_config(server));
+  Lease lease = client.acquire("down", settings(600ms));
+  ASSERT_TRUE(lease);
+  server.stop();
+  std::atomic<bool> lost{false};
+  lease.view().on_lost([&](const LeaseView&) { lost = true; });
+  EXPECT_TRUE(wait_until([&] { return lost.load(); }, 2s, 5ms));
+  EXPECT_EQ(lease.view().loss_reason(), LossReason::kExpired);
+  EXPECT_GE(client.metrics().renewal_failures, 1u);
+  EXPECT_EQ(lease.release(), ReleaseStatus::kLost);
+}
+
+}  // namespace
+}  // namespace dlock::test

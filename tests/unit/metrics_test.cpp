@@ -1,0 +1,31 @@
+#include <gtest/gtest.h>
+
+#include "metrics.hpp"
+
+namespace dlock::internal {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(LatencyRecorder, SummarisesCountSumMaxAndPercentiles) {
+  LatencyRecorder r;
+  for (int i = 0; i < 99; ++i) r.record(100us);
+  r.record(50ms);
+  const LatencySummary s = r.summary();
+  EXPECT_EQ(s.count, 100u);
+  EXPECT_EQ(s.max_us, 50000u);
+  EXPECT_EQ(s.sum_us, 99u * 100 + 50000);
+  EXPECT_EQ(s.percentile_us(0.5), 128u);   // 100us falls in [64, 128)
+  EXPECT_EQ(s.percentile_us(1.0), 50000u);  // capped at the max seen
+}
+
+TEST(LatencyRecorder, EmptyAndNegativeSamplesAreSafe) {
+  LatencyRecorder r;
+  EXPECT_EQ(r.summary().percentile_us(0.99), 0u);
+  r.record(-5ms);
+  EXPECT_EQ(r.summary().count, 1u);
+  EXPECT_EQ(r.summary().max_us, 0u);
+}
+
+}  // namespace
+}  // namespace dlock::internal
