@@ -82,6 +82,6 @@ class Backend {
 /// Builds the backend for one configuration entry. Throws ConfigError for a topology this
 /// build does not support yet.
 std::shared_ptr<Backend> make_backend(const BackendConfig& config, const std::string& service,
-                                      Metrics& metrics);
+                                      std::shared_ptr<Metrics> metrics);
 
 }  // namespace dlock::internal

@@ -7,7 +7,7 @@
 namespace dlock::internal {
 
 std::shared_ptr<Backend> make_backend(const BackendConfig& config, const std::string& service,
-                                      Metrics& metrics) {
+                                      std::shared_ptr<Metrics> metrics) {
   switch (config.topology) {
     case Topology::kMemory:
       return make_memory_backend(config, service);
@@ -15,7 +15,7 @@ std::shared_ptr<Backend> make_backend(const BackendConfig& config, const std::st
       if (config.endpoints.empty()) {
         throw ConfigError(fmt::format("backends.{}: a single backend needs an address", config.name));
       }
-      return make_single_backend(config, service, metrics);
+      return make_single_backend(config, service, std::move(metrics));
     case Topology::kSentinel:
     case Topology::kCluster:
     case Topology::kRedlock:

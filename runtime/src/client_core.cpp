@@ -41,13 +41,15 @@ LeaseView current_lease_view() {
 }
 
 ClientCore::ClientCore(Config config)
-    : config_(std::move(config)), watchdog_(std::make_unique<Watchdog>(metrics_)) {
+    : config_(std::move(config)),
+      metrics_(std::make_shared<Metrics>()),
+      watchdog_(Watchdog::start(metrics_)) {
   for (const auto& [name, backend_config] : config_.backends) {
     backends_.emplace(name, make_backend(backend_config, config_.service, metrics_));
   }
 }
 
-ClientCore::~ClientCore() = default;
+ClientCore::~ClientCore() { watchdog_->stop(); }
 
 const std::shared_ptr<Backend>& ClientCore::backend(const std::string& name) const {
   auto it = backends_.find(name);
@@ -72,7 +74,7 @@ Lease ClientCore::reenter(const Key& key, const LockSettings& settings) {
                                       to_string(held->loss_reason())));
   }
   held->holds.fetch_add(1);
-  bump(metrics_.reentrant_acquisitions);
+  bump(metrics_->reentrant_acquisitions);
   push_current(held);
   return Lease::granted(std::move(held));
 }
@@ -86,7 +88,7 @@ Lease ClientCore::grant(const std::shared_ptr<Backend>& backend, const Key& key,
     std::lock_guard lock(holds_mutex_);
     holds_[HoldKey{state->thread, settings.backend, key.str()}] = state;
   }
-  bump(metrics_.acquisitions);
+  bump(metrics_->acquisitions);
   watchdog_->track(state);
   push_current(state);
   log(LogLevel::kDebug, "acquired key={} name={} token={} lease={}ms", printable(key.str()),
@@ -107,7 +109,7 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
                                              : settings.lease;
   std::unique_ptr<ReleaseWatch> watch;
   auto finish = [&](Lease lease) {
-    metrics_.acquire_latency.record(Clock::now() - started);
+    metrics_->acquire_latency.record(Clock::now() - started);
     return lease;
   };
 
@@ -119,7 +121,7 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
       case GrantReply::Kind::kAcquired:
         return finish(grant(backend, key, settings, name, owner, reply.token, sent));
       case GrantReply::Kind::kUnavailable:
-        bump(metrics_.acquire_unavailable);
+        bump(metrics_->acquire_unavailable);
         if (reply.outcome_unknown) {
           watchdog_->clean_up_after(backend, key, owner, give_up_at + first_ttl);
         }
@@ -129,10 +131,10 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
       case GrantReply::Kind::kBusy:
         break;
     }
-    bump(metrics_.contention);
+    bump(metrics_->contention);
     const auto now = Clock::now();
     if (now >= deadline) {
-      bump(metrics_.acquire_busy);
+      bump(metrics_->acquire_busy);
       return finish(Lease::refused(AcquireStatus::kBusy,
                                    fmt::format("held by another owner; waited {}ms",
                                                std::chrono::duration_cast<Millis>(now - started).count())));
@@ -140,14 +142,14 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
     if (!watch) {
       // Arm the watch, then try again at once: a release between our try and the watch
       // would otherwise go unnoticed until the next poll.
-      bump(metrics_.waits);
+      bump(metrics_->waits);
       watch = backend->watch(key);
       continue;
     }
     Clock::duration pause = jittered(poll);
     // The holder's key expires after ttl; no point sleeping past that.
     if (reply.ttl > Millis{0}) pause = std::min<Clock::duration>(pause, reply.ttl + Millis{1});
-    if (watch->wait_until(std::min(deadline, now + pause))) bump(metrics_.wakeups);
+    if (watch->wait_until(std::min(deadline, now + pause))) bump(metrics_->wakeups);
   }
 }
 
@@ -163,24 +165,24 @@ ReleaseStatus ClientCore::release(const std::shared_ptr<LeaseState>& lease) noex
                                                   Clock::now());
   const auto outcome = lease->backend->release(lease->key, lease->owner, std::max(Millis{0}, keep_for));
   if (lease->lost()) {
-    bump(metrics_.release_failures);
+    bump(metrics_->release_failures);
     return ReleaseStatus::kLost;
   }
   switch (outcome) {
     case ReleaseOutcome::kReleased:
-      bump(metrics_.releases);
+      bump(metrics_->releases);
       return ReleaseStatus::kReleased;
     case ReleaseOutcome::kKept:
-      bump(metrics_.releases);
-      bump(metrics_.min_hold_kept);
+      bump(metrics_->releases);
+      bump(metrics_->min_hold_kept);
       return ReleaseStatus::kKeptForMinHold;
     case ReleaseOutcome::kGone:
       lease->mark_lost(LossReason::kGone, "the key was gone at release");
-      bump(metrics_.release_failures);
+      bump(metrics_->release_failures);
       return ReleaseStatus::kLost;
     case ReleaseOutcome::kTaken:
       lease->mark_lost(LossReason::kTaken, "another owner held the key at release");
-      bump(metrics_.release_failures);
+      bump(metrics_->release_failures);
       return ReleaseStatus::kLost;
     case ReleaseOutcome::kUnavailable:
       log(LogLevel::kWarn, "release could not reach backend '{}': key={} expires with its lease",

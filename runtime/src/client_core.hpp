@@ -24,7 +24,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   ReleaseStatus release(const std::shared_ptr<LeaseState>& lease) noexcept;
 
   [[nodiscard]] const Config& config() const noexcept { return config_; }
-  [[nodiscard]] Metrics& metrics() noexcept { return metrics_; }
+  [[nodiscard]] Metrics& metrics() noexcept { return *metrics_; }
   [[nodiscard]] Watchdog& watchdog() noexcept { return *watchdog_; }
   /// Throws ConfigError for a backend name that is not configured.
   [[nodiscard]] const std::shared_ptr<Backend>& backend(const std::string& name) const;
@@ -45,9 +45,9 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
               std::uint64_t token, Clock::time_point sent);
 
   const Config config_;
-  Metrics metrics_;
+  const std::shared_ptr<Metrics> metrics_;
   std::map<std::string, std::shared_ptr<Backend>> backends_;
-  std::unique_ptr<Watchdog> watchdog_;
+  std::shared_ptr<Watchdog> watchdog_;
   std::mutex holds_mutex_;
   std::map<HoldKey, std::weak_ptr<LeaseState>> holds_;
 };

@@ -15,16 +15,23 @@ Millis to_millis_ceil(Clock::duration d) {
 
 }  // namespace
 
-Watchdog::Watchdog(Metrics& metrics) : metrics_(metrics), thread_([this] { run(); }) {}
+std::shared_ptr<Watchdog> Watchdog::start(std::shared_ptr<Metrics> metrics) {
+  std::shared_ptr<Watchdog> watchdog(new Watchdog(std::move(metrics)));
+  watchdog->thread_ = std::thread([self = watchdog] { self->run(); });
+  return watchdog;
+}
 
-Watchdog::~Watchdog() {
+Watchdog::~Watchdog() = default;  // stop() has joined or detached the thread
+
+void Watchdog::stop() noexcept {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
   wake_.notify_all();
-  // The last reference to the client can be dropped on this very thread (a lease released
-  // from an on_lost callback); joining ourselves would deadlock.
+  // The last reference to a client can be dropped on this very thread (say, a lease
+  // released in an on_lost callback). The thread then ends by itself and, holding the
+  // last reference to this object, destroys it on the way out.
   if (thread_.get_id() == std::this_thread::get_id()) {
     thread_.detach();
   } else if (thread_.joinable()) {
@@ -82,6 +89,8 @@ void Watchdog::run() {
     due.clear();
     lock.lock();
   }
+  // Leases and clean-ups still queued are dropped here, on this thread.
+  queue_ = {};
 }
 
 void Watchdog::run_cleanup(Task& task, std::vector<Task>& again) {
@@ -109,7 +118,7 @@ void Watchdog::renew_due(std::vector<Task>& due) {
     auto lease = task.lease.lock();
     if (!lease || lease->released() || lease->lost()) continue;
     const auto now = Clock::now();
-    metrics_.renewal_lag.record(now - task.due);
+    metrics_->renewal_lag.record(now - task.due);
     if (now >= lease->hold_deadline()) {
       lease->mark_lost(LossReason::kMaxHold, "max_hold reached; the key expires now");
       continue;
@@ -134,7 +143,7 @@ void Watchdog::renew_due(std::vector<Task>& due) {
       auto& lease = leases[i];
       switch (items[i].outcome) {
         case RenewOutcome::kRenewed: {
-          bump(metrics_.renewals);
+          bump(metrics_->renewals);
           const auto until = sent + items[i].ttl;
           lease->extend_validity(until);
           auto next = sent + lease->settings.lease / 3;
@@ -150,7 +159,7 @@ void Watchdog::renew_due(std::vector<Task>& due) {
           lease->mark_lost(LossReason::kTaken, "another owner holds the key");
           break;
         case RenewOutcome::kUnavailable: {
-          bump(metrics_.renewal_failures);
+          bump(metrics_->renewal_failures);
           log(LogLevel::kWarn, "renewal failed, retrying: key={} name={}",
               printable(lease->key.str()), lease->name);
           const auto retry = std::max<Clock::duration>(kMinRetry, lease->settings.lease / 10);

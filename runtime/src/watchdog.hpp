@@ -17,10 +17,15 @@ namespace dlock::internal {
 
 class Watchdog {
  public:
-  explicit Watchdog(Metrics& metrics);
+  /// Starts the thread. The thread co-owns the watchdog (and the metrics), so that the
+  /// client may even be destroyed on the watchdog thread itself.
+  static std::shared_ptr<Watchdog> start(std::shared_ptr<Metrics> metrics);
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
+
+  /// Stops the thread: joins it, or lets it finish by itself when called on it.
+  void stop() noexcept;
 
   /// Starts renewing a newly granted lease at acquired_at + lease/3.
   void track(const std::shared_ptr<LeaseState>& lease);
@@ -47,12 +52,13 @@ class Watchdog {
     bool operator>(const Task& other) const { return due > other.due; }
   };
 
+  explicit Watchdog(std::shared_ptr<Metrics> metrics) : metrics_(std::move(metrics)) {}
   void run();
   void push(Task task);
   void renew_due(std::vector<Task>& due);
   void run_cleanup(Task& task, std::vector<Task>& again);
 
-  Metrics& metrics_;
+  const std::shared_ptr<Metrics> metrics_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::priority_queue<Task, std::vector<Task>, std::greater<>> queue_;

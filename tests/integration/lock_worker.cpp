@@ -3,10 +3,12 @@
 //
 //   lock_worker CONFIG counter KEY FILE ITERATIONS SLEEP_US
 //   lock_worker CONFIG hold KEY LEASE_MS HOLD_MS     (HOLD_MS 0: until killed)
+//   lock_worker CONFIG churn KEY_BYTES SECONDS        (lock+release a large key in a loop)
 #include <dlock/dlock.hpp>
 #include <fmt/format.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -73,6 +75,28 @@ int hold(const std::string& key, int lease_ms, int hold_ms) {
   return 0;
 }
 
+// Keeps locking a large key while the test kills and restarts the server under it: writes
+// to dead sockets must not kill the process with SIGPIPE.
+int churn(std::size_t key_bytes, int seconds) {
+  dlock::LockSettings settings;
+  settings.lease = 5s;
+  settings.wait = 0s;
+  const std::string key(key_bytes, 'k');
+  int acquired = 0, unavailable = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  say("started");
+  while (std::chrono::steady_clock::now() < until) {
+    dlock::Lease lease = dlock::client().try_acquire(key, settings);
+    if (lease) {
+      ++acquired;
+    } else if (lease.status() == dlock::AcquireStatus::kUnavailable) {
+      ++unavailable;
+    }
+  }
+  say(fmt::format("done acquired={} unavailable={}", acquired, unavailable));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -80,11 +104,16 @@ int main(int argc, char** argv) {
     std::fputs("usage: lock_worker CONFIG counter|hold ...\n", stderr);
     return 64;
   }
+  // The default disposition, as in a user's program: a stray SIGPIPE would end the process.
+  ::signal(SIGPIPE, SIG_DFL);
   try {
     dlock::init(std::string(argv[1]));
     const std::string mode = argv[2];
     if (mode == "counter" && argc == 7) {
       return counter(argv[3], argv[4], std::stoi(argv[5]), std::stoi(argv[6]));
+    }
+    if (mode == "churn" && argc == 5) {
+      return churn(std::stoul(argv[3]), std::stoi(argv[4]));
     }
     if (mode == "hold" && argc == 6) {
       return hold(argv[3], std::stoi(argv[4]), std::stoi(argv[5]));

@@ -385,6 +385,21 @@ TEST_F(SingleNode, LockStoresOwnerMetadataForTools) {
   EXPECT_GE(owner.find(':'), 32u) << "owner ids carry 128 random bits: " << owner;
 }
 
+TEST_F(SingleNode, AServerDyingUnderLargeWritesNeverKillsTheClientWithSigpipe) {
+  ConfigFile config(server, unique_service());
+  ChildProcess worker({worker_program(), config.path(), "churn", std::to_string(4 << 20), "4"});
+  ASSERT_EQ(worker.read_line(10s).value_or(""), "started");
+  for (int i = 0; i < 6; ++i) {
+    std::this_thread::sleep_for(150ms);
+    server.kill();
+    std::this_thread::sleep_for(50ms);
+    server.start();
+  }
+  const auto last = worker.read_line(15s).value_or("");
+  EXPECT_TRUE(last.starts_with("done")) << last;
+  EXPECT_EQ(worker.wait(5s), 0) << "128 + 13 means SIGPIPE";
+}
+
 TEST_F(SingleNode, RenewalFailureWhileTheServerIsDownEndsInExpiry) {
   Client client(single_node_config(server));
   Lease lease = client.acquire("down", settings(600ms));

@@ -18,7 +18,10 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <exception>
 #include <fstream>
 #include <iterator>
 #include <mutex>
@@ -287,8 +290,69 @@ void close_descriptors_except(int keep, int fallback_limit) {
   ::_exit(127);
 }
 
+// PR_SET_PDEATHSIG fires when the *thread* that forked exits, so children are forked by one
+// harness thread that lives as long as the process: a server started from a short-lived test
+// thread must not die with that thread. The spawner is never destroyed (it would be destroyed
+// at exit with its thread still waiting on it).
+class Spawner {
+ public:
+  static Spawner& instance() {
+    static Spawner* spawner = new Spawner();
+    return *spawner;
+  }
+
+  void run(const std::function<void()>& work) {
+    Job job{&work, false, nullptr};
+    std::unique_lock lock(mutex_);
+    queue_.push_back(&job);
+    wake_.notify_all();
+    done_.wait(lock, [&] { return job.done; });
+    if (job.error) std::rethrow_exception(job.error);
+  }
+
+ private:
+  struct Job {
+    const std::function<void()>* work;
+    bool done;
+    std::exception_ptr error;
+  };
+
+  Spawner() { std::thread([this] { serve(); }).detach(); }
+
+  [[noreturn]] void serve() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [&] { return !queue_.empty(); });
+      Job* job = queue_.front();
+      queue_.pop_front();
+      lock.unlock();
+      try {
+        (*job->work)();
+      } catch (...) {
+        job->error = std::current_exception();
+      }
+      lock.lock();
+      job->done = true;
+      done_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable done_;
+  std::deque<Job*> queue_;
+};
+
+pid_t spawn_now(const SpawnRequest& request);
+
 pid_t spawn(const SpawnRequest& request) {
   install_process_safety_net();
+  pid_t pid = -1;
+  Spawner::instance().run([&] { pid = spawn_now(request); });
+  return pid;
+}
+
+pid_t spawn_now(const SpawnRequest& request) {
   if (request.argv.empty()) throw std::invalid_argument("spawn: empty argv");
   const std::string program = resolve_program(request.argv.front());
 
@@ -1005,7 +1069,8 @@ struct ChildProcess::Impl {
   void fill(milliseconds timeout) {
     if (eof) return;
     pollfd poller{output.get(), POLLIN, 0};
-    const int ready = ::poll(&poller, 1, static_cast<int>(std::max<long long>(0, timeout.count())));
+    const int ready =
+        ::poll(&poller, 1, static_cast<int>(std::clamp<long long>(timeout.count(), 0, 60'000)));
     if (ready <= 0) return;
     char chunk[4096];
     for (;;) {

@@ -15,9 +15,9 @@
 // Every process spawned here is recorded in a process-wide registry. Destructors stop them;
 // an atexit handler and a handler for SIGABRT/SIGSEGV/SIGBUS/SIGFPE/SIGILL/SIGTERM/SIGINT/
 // SIGHUP/SIGQUIT kill whatever is left; and each child carries PR_SET_PDEATHSIG=SIGKILL, so
-// even a test program killed with SIGKILL leaves no server behind. PR_SET_PDEATHSIG fires when
-// the *thread* that spawned the child exits: spawn from the test's main thread (or another
-// thread that outlives the process), not from a short-lived helper thread.
+// even a test program killed with SIGKILL leaves no server behind. (Children are forked by one
+// harness thread that lives as long as the process, so starting a server from a short-lived
+// test thread is fine.) Each child runs in its own process group.
 //
 // Groups (sentinel, cluster, Redlock) build on RedisServer: extra config lines
 // (`replicaof`, `sentinel monitor ...`), Mode::sentinel, and `cluster` for a node with its own

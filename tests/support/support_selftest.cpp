@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -121,6 +122,14 @@ TEST(RedisServerTest, StopEndsAPausedServer) {
   server.pause();
   server.stop();
   EXPECT_FALSE(process_exists(pid));
+}
+
+TEST(RedisServerTest, ServerStartedFromAShortLivedThreadOutlivesTheThread) {
+  RedisServer server;
+  std::thread([&] { server.start(); }).join();
+  std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(server.running());
+  EXPECT_TRUE(RedisAdmin(server).ping());
 }
 
 TEST(RedisServerTest, ExtraConfigLinesReachTheServer) {

@@ -32,6 +32,41 @@ void to_argv(const std::vector<std::string_view>& argv, std::vector<const char*>
 
 }  // namespace
 
+namespace {
+
+sigset_t sigpipe_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPIPE);
+  return set;
+}
+
+bool sigpipe_pending() {
+  sigset_t pending;
+  sigemptyset(&pending);
+  return sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+}
+
+}  // namespace
+
+SigpipeGuard::SigpipeGuard() noexcept {
+  const sigset_t pipe = sigpipe_set();
+  was_pending_ = sigpipe_pending();
+  if (pthread_sigmask(SIG_BLOCK, &pipe, &previous_) == 0) {
+    blocked_here_ = sigismember(&previous_, SIGPIPE) == 0;
+  }
+}
+
+SigpipeGuard::~SigpipeGuard() {
+  if (!blocked_here_) return;  // the caller had it blocked already: theirs to handle
+  if (!was_pending_ && sigpipe_pending()) {
+    const sigset_t pipe = sigpipe_set();
+    const timespec no_wait{0, 0};
+    sigtimedwait(&pipe, nullptr, &no_wait);
+  }
+  pthread_sigmask(SIG_SETMASK, &previous_, nullptr);
+}
+
 std::string to_string(const Endpoint& endpoint) {
   if (endpoint.host.find(':') != std::string::npos) {
     return fmt::format("[{}]:{}", endpoint.host, endpoint.port);
@@ -160,6 +195,7 @@ Reply Connection::read_reply() {
   if (broken_ && ctx_->err == 0) {
     return Reply::failed(Reply::Status::kBroken, "connection dropped after an earlier failure");
   }
+  SigpipeGuard no_sigpipe;
   errno = 0;
   void* raw = nullptr;
   if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) return fail_from_context();

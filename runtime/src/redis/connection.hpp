@@ -2,6 +2,8 @@
 // that turns hiredis errors into dlock's terms; hiredis types stay inside runtime/src/redis.
 #pragma once
 
+#include <signal.h>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -84,6 +86,22 @@ class Connection {
   Endpoint endpoint_;
   bool broken_ = false;
   std::int64_t server_offset_us_ = 0;  // server time minus steady time
+};
+
+/// Blocks SIGPIPE on this thread while hiredis writes: a write to a socket the server has
+/// closed must fail with EPIPE, not end the user's process. A SIGPIPE raised meanwhile is
+/// consumed before the thread's signal mask is restored.
+class SigpipeGuard {
+ public:
+  SigpipeGuard() noexcept;
+  ~SigpipeGuard();
+  SigpipeGuard(const SigpipeGuard&) = delete;
+  SigpipeGuard& operator=(const SigpipeGuard&) = delete;
+
+ private:
+  sigset_t previous_{};
+  bool was_pending_ = false;
+  bool blocked_here_ = false;
 };
 
 /// `host:port`, with IPv6 hosts in brackets.

@@ -31,10 +31,10 @@ long long element_integer(const Reply& reply, std::size_t i, bool& ok) {
 
 class SingleBackend final : public Backend {
  public:
-  SingleBackend(BackendConfig config, std::string service, Metrics& metrics)
+  SingleBackend(BackendConfig config, std::string service, std::shared_ptr<Metrics> metrics)
       : config_(std::move(config)),
         service_(std::move(service)),
-        metrics_(metrics),
+        metrics_(std::move(metrics)),
         pool_(config_.endpoints.at(0), config_) {}
 
   GrantReply acquire(const GrantRequest& request) override {
@@ -155,7 +155,7 @@ class SingleBackend final : public Backend {
 
   const BackendConfig config_;
   const std::string service_;
-  Metrics& metrics_;
+  const std::shared_ptr<Metrics> metrics_;
   ConnectionPool pool_;
   std::once_flag subscriber_once_;
   std::unique_ptr<Subscriber> subscriber_;
@@ -164,8 +164,8 @@ class SingleBackend final : public Backend {
 }  // namespace
 
 std::shared_ptr<Backend> make_single_backend(const BackendConfig& config, const std::string& service,
-                                             Metrics& metrics) {
-  return std::make_shared<SingleBackend>(config, service, metrics);
+                                             std::shared_ptr<Metrics> metrics) {
+  return std::make_shared<SingleBackend>(config, service, std::move(metrics));
 }
 
 }  // namespace dlock::internal

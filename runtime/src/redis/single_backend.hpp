@@ -9,6 +9,6 @@
 namespace dlock::internal {
 
 std::shared_ptr<Backend> make_single_backend(const BackendConfig& config, const std::string& service,
-                                             Metrics& metrics);
+                                             std::shared_ptr<Metrics> metrics);
 
 }  // namespace dlock::internal

@@ -18,9 +18,9 @@ std::string_view str(const redisReply* r) {
 
 }  // namespace
 
-Subscriber::Subscriber(Endpoint endpoint, BackendConfig config, Metrics& metrics)
+Subscriber::Subscriber(Endpoint endpoint, BackendConfig config, std::shared_ptr<Metrics> metrics)
     : config_(std::move(config)),
-      metrics_(metrics),
+      metrics_(std::move(metrics)),
       signals_([this](const std::string& channel, bool wanted) { interest(channel, wanted); }),
       wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
       endpoint_(std::move(endpoint)),
@@ -63,10 +63,8 @@ void Subscriber::retarget(Endpoint endpoint) {
 std::unique_ptr<ReleaseWatch> Subscriber::watch(const std::string& channel) {
   auto watch = signals_.watch(channel);
   std::unique_lock lock(mutex_);
-  if (connected_) {
-    confirmed_cv_.wait_for(lock, config_.command_timeout,
-                           [&] { return stopping_ || !connected_ || active_.count(channel) > 0; });
-  }
+  confirmed_cv_.wait_for(lock, config_.command_timeout,
+                         [&] { return stopping_ || down_ || active_.count(channel) > 0; });
   return watch;
 }
 
@@ -81,16 +79,22 @@ bool Subscriber::connect() {
   auto conn = Connection::open(target, config_, error);
   if (!conn) {
     log(LogLevel::kDebug, "subscriber: {}", error);
+    {
+      std::lock_guard lock(mutex_);
+      down_ = true;
+    }
+    confirmed_cv_.notify_all();
     return false;
   }
   conn_ = std::move(conn);
   std::lock_guard lock(mutex_);
   if (ever_connected_) {
-    bump(metrics_.subscriber_reconnects);
+    bump(metrics_->subscriber_reconnects);
     log(LogLevel::kInfo, "subscriber reconnected to {}", to_string(target));
   }
   ever_connected_ = true;
   connected_ = true;
+  down_ = false;
   // Everything wanted now is subscribed afresh; older queued changes are moot.
   pending_.clear();
   active_.clear();
@@ -121,6 +125,7 @@ bool Subscriber::flush_pending() {
   for (const auto& [channel, wanted] : batch) {
     conn_->append({wanted ? "SUBSCRIBE" : "UNSUBSCRIBE", channel});
   }
+  SigpipeGuard no_sigpipe;
   int done = 0;
   while (!done) {
     if (redisBufferWrite(conn_->raw(), &done) != REDIS_OK) return false;
@@ -167,7 +172,6 @@ void Subscriber::run() {
     if (retarget_now && conn_) disconnect("the master moved");
     if (!conn_) {
       if (!connect()) {
-        confirmed_cv_.notify_all();
         // Interruptible back-off: a stop or retarget wakes us through the eventfd.
         pollfd pfd{wake_fd_, POLLIN, 0};
         ::poll(&pfd, 1, static_cast<int>(backoff.count()));

@@ -21,7 +21,7 @@ namespace dlock::internal {
 
 class Subscriber {
  public:
-  Subscriber(Endpoint endpoint, BackendConfig config, Metrics& metrics);
+  Subscriber(Endpoint endpoint, BackendConfig config, std::shared_ptr<Metrics> metrics);
   ~Subscriber();
   Subscriber(const Subscriber&) = delete;
   Subscriber& operator=(const Subscriber&) = delete;
@@ -43,7 +43,7 @@ class Subscriber {
   void wake() noexcept;
 
   BackendConfig config_;
-  Metrics& metrics_;
+  const std::shared_ptr<Metrics> metrics_;
   ReleaseSignals signals_;
   int wake_fd_ = -1;
 
@@ -54,6 +54,7 @@ class Subscriber {
   std::deque<std::pair<std::string, bool>> pending_;  // (channel, subscribe?)
   std::set<std::string> active_;                        // confirmed subscriptions
   bool connected_ = false;
+  bool down_ = false;  // the last connection attempt failed: do not wait for confirmations
   bool stopping_ = false;
   bool ever_connected_ = false;
 
