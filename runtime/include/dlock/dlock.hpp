@@ -18,6 +18,7 @@
 #include "dlock/client.hpp"
 #include "dlock/config.hpp"
 #include "dlock/errors.hpp"
+#include "dlock/guard.hpp"
 #include "dlock/key.hpp"
 #include "dlock/lease.hpp"
 #include "dlock/log.hpp"

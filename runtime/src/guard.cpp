@@ -1,0 +1,38 @@
+#include "dlock/guard.hpp"
+
+#include <fmt/format.h>
+
+#include "dlock/dlock.hpp"
+#include "log.hpp"
+
+namespace dlock {
+
+Guard::Guard(const GuardSite& site, Key key) {
+  Client& client = dlock::client();
+  const std::string name(site.name);
+  const LockSettings settings = client.config().resolve(name, std::string(site.policy), site.attribute);
+  lease_ = client.acquire(key, settings, name);
+  switch (lease_.status()) {
+    case AcquireStatus::kAcquired:
+      return;
+    case AcquireStatus::kUnavailable:
+      throw BackendUnavailable(fmt::format("{}: lock '{}' for {}: {}", name,
+                                           internal::printable(key.str()),
+                                           "backend unavailable", lease_.error()));
+    case AcquireStatus::kBusy:
+      if (settings.on_busy == OnBusy::kSkip && site.skippable) {
+        internal::log(LogLevel::kDebug, "skipped {}: key={} busy", name, internal::printable(key.str()));
+        return;
+      }
+      if (settings.on_busy == OnBusy::kSkip) {
+        internal::log(LogLevel::kWarn,
+                      "{} is configured with on_busy: skip but its return type cannot be skipped; throwing",
+                      name);
+      }
+      throw LockNotAcquired(fmt::format("{}: lock '{}' not acquired within {}ms: {}", name,
+                                        internal::printable(key.str()), settings.wait.count(),
+                                        lease_.error()));
+  }
+}
+
+}  // namespace dlock
