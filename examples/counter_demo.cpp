@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -50,7 +51,11 @@ int main(int argc, char** argv) {
   fmt::print("{} processes x {} locked increments of one counter\n", processes, increments);
   const auto start = std::chrono::steady_clock::now();
   for (int p = 0; p < processes; ++p) {
-    if (::fork() == 0) std::_Exit(increment(path.string(), increments));
+    if (::fork() == 0) {
+      const int status = increment(path.string(), increments);
+      std::fflush(stdout);  // _Exit skips stdio's flush
+      std::_Exit(status);
+    }
   }
   bool all_ok = true;
   for (int p = 0; p < processes; ++p) {
