@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "dlock/dlock.hpp"
+#include "redis_groups.hpp"
 #include "redis_process.hpp"
 
 namespace dlock::test {
@@ -68,11 +69,80 @@ class SingleTopo : public Topo {
   RedisServer server_;
 };
 
+std::vector<Endpoint> endpoints_of(const std::vector<std::string>& host_ports) {
+  std::vector<Endpoint> out;
+  for (const auto& hp : host_ports) {
+    const auto colon = hp.rfind(':');
+    out.push_back(Endpoint{hp.substr(0, colon), std::stoi(hp.substr(colon + 1))});
+  }
+  return out;
+}
+
+// The server groups are started once per test program, on first use, and stopped at exit;
+// each test keeps to its own service namespace.
+Config group_config(Topology topology, std::vector<Endpoint> endpoints) {
+  Config c = MemoryTopo().config();
+  BackendConfig& b = c.backends["default"];
+  b.topology = topology;
+  b.endpoints = std::move(endpoints);
+  b.connect_timeout = 500ms;
+  b.command_timeout = 500ms;
+  return c;
+}
+
+class SentinelTopo : public Topo {
+ public:
+  Config config() override {
+    static SentinelGroup& group = *[] {
+      SentinelGroup::Options o;
+      o.password = "data-secret";
+      o.sentinel_password = "sentinel-secret";
+      static SentinelGroup g(o);
+      g.start();
+      return &g;
+    }();
+    Config c = group_config(Topology::kSentinel, endpoints_of(group.sentinel_endpoints()));
+    BackendConfig& b = c.backends["default"];
+    b.master_name = group.options().master_name;
+    b.password = group.options().password;
+    b.sentinel_password = group.options().sentinel_password;
+    b.wait_replicas = 1;
+    return c;
+  }
+};
+
+class ClusterTopo : public Topo {
+ public:
+  Config config() override {
+    static RedisClusterGroup& group = *[] {
+      static RedisClusterGroup g;
+      g.start();
+      return &g;
+    }();
+    return group_config(Topology::kCluster, endpoints_of({group.node(0).endpoint()}));
+  }
+};
+
+class RedlockTopo : public Topo {
+ public:
+  Config config() override {
+    static RedlockGroup& group = *[] {
+      static RedlockGroup g(5);
+      g.start();
+      return &g;
+    }();
+    return group_config(Topology::kRedlock, endpoints_of(group.endpoints()));
+  }
+};
+
 class LockContract : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     if (GetParam() == "memory") topo_ = std::make_unique<MemoryTopo>();
     if (GetParam() == "single") topo_ = std::make_unique<SingleTopo>();
+    if (GetParam() == "sentinel") topo_ = std::make_unique<SentinelTopo>();
+    if (GetParam() == "cluster") topo_ = std::make_unique<ClusterTopo>();
+    if (GetParam() == "redlock") topo_ = std::make_unique<RedlockTopo>();
     ASSERT_TRUE(topo_) << GetParam();
   }
   Client make_client() { return Client(topo_->config()); }
@@ -263,7 +333,45 @@ TEST_P(LockContract, MovedLeaseReleasesOnceAndDestructorReleases) {
   EXPECT_TRUE(b.try_acquire("moved", settings(10s)));
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, LockContract, ::testing::Values("memory", "single"),
+TEST_P(LockContract, ManyThreadsSharingOneClientNeverOverlap) {
+  // Two clients, eight threads, a handful of keys: each key guards a plain counter and an
+  // "inside" flag; any overlap of two holders shows up as a lost update or a set flag.
+  Client clients[2] = {make_client(), make_client()};
+  constexpr int kThreads = 8, kRounds = 40, kKeys = 3;
+  struct Guarded {
+    int counter = 0;
+    std::atomic<bool> inside{false};
+  };
+  Guarded guarded[kKeys];
+  std::atomic<int> overlaps{0}, failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < kRounds; ++r) {
+        const int k = (t + r) % kKeys;
+        Lease lease = clients[t % 2].acquire("shared-" + std::to_string(k), settings(5s, 10s));
+        if (!lease) {
+          ++failures;
+          continue;
+        }
+        if (guarded[k].inside.exchange(true)) ++overlaps;
+        const int seen = guarded[k].counter;
+        std::this_thread::yield();
+        guarded[k].counter = seen + 1;
+        guarded[k].inside = false;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(overlaps.load(), 0);
+  int total = 0;
+  for (auto& g : guarded) total += g.counter;
+  EXPECT_EQ(total, kThreads * kRounds);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, LockContract,
+                         ::testing::Values("memory", "single", "sentinel", "cluster", "redlock"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace
