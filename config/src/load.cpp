@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <limits>
 #include <map>
 #include <span>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -38,13 +40,14 @@ constexpr int kMaxPoolSize = 1024;
 constexpr double kMaxClockDriftFactor = 0.5;
 // Values echoed in messages are cut so that a stray blob does not flood the terminal.
 constexpr std::size_t kMaxEchoLength = 80;
+constexpr std::size_t kMaxSuggestLength = 64;
 
 constexpr std::string_view kTopLevelKeys[] = {"service", "backends", "defaults", "policies",
                                               "locks"};
 constexpr std::string_view kLockKeys[] = {"lease",    "wait",     "on_busy",
                                           "min_hold", "max_hold", "backend"};
 constexpr std::string_view kOnBusyValues[] = {"throw", "skip"};
-constexpr std::string_view kRedisKeys[] = {"username",        "password",      "database",
+constexpr std::string_view kRedisKeys[] = {"username",        "password",        "database",
                                            "connect_timeout", "command_timeout", "poll_interval",
                                            "pool_size"};
 constexpr std::string_view kSingleKeys[] = {"address"};
@@ -106,6 +109,8 @@ std::string did_you_mean(std::string_view word, Keys candidates) {
   std::string_view best;
   std::size_t best_distance = std::numeric_limits<std::size_t>::max();
   for (std::string_view candidate : candidates) {
+    // The distance costs the product of the lengths; nobody mistypes a 100-letter name.
+    if (word.size() > kMaxSuggestLength || candidate.size() > kMaxSuggestLength) continue;
     const std::size_t distance = edit_distance(word, candidate);
     if (distance < best_distance) {
       best = candidate;
@@ -187,7 +192,9 @@ std::string address_problem(std::string_view text) {
     std::transform(name.begin(), name.end(), name.begin(),
                    [](char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c; });
     if (name == "rediss") return "TLS (rediss://) is not supported; use redis://";
-    if (name != "redis") return fmt::format("unknown scheme '{}://'; use redis://", printable(name));
+    if (name != "redis") {
+      return fmt::format("unknown scheme '{}://'; use redis://", printable(name));
+    }
     rest = text.substr(scheme + 3);
     if (const std::size_t slash = rest.find('/'); slash != std::string_view::npos) {
       database = rest.substr(slash + 1);
@@ -197,7 +204,11 @@ std::string address_problem(std::string_view text) {
       rest = rest.substr(at + 1);
     }
   } else if (text.find('@') != std::string_view::npos || text.find('/') != std::string_view::npos) {
-    return "credentials and a database need the URL form redis://[user[:password]@]host[:port][/db]";
+    return "credentials and a database need the URL form "
+           "redis://[user[:password]@]host[:port][/db]";
+  }
+  if (database.find('@') != std::string_view::npos) {
+    return "write a '/' in a user name or password as %2F";
   }
   if (!database.empty() &&
       !std::all_of(database.begin(), database.end(), [](char c) { return c >= '0' && c <= '9'; })) {
@@ -242,7 +253,8 @@ std::string syntax_hint(const std::string& text, int line) {
     if (start != std::string::npos) ++start;
   }
   if (start == std::string::npos || line < 0) return "";
-  const std::string_view content = std::string_view(text).substr(start, text.find('\n', start) - start);
+  const std::string_view content =
+      std::string_view(text).substr(start, text.find('\n', start) - start);
   const std::size_t open = content.find('[');
   if (open == std::string_view::npos || content.find("]:", open) == std::string_view::npos ||
       content.find(':', open) == content.find("]:", open) + 1) {
@@ -273,15 +285,15 @@ bool is_variable_name(std::string_view name) {
 }
 
 bool is_service_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '.' || c == '_' || c == '-' || c == ':' || c == '/';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '-' || c == ':' || c == '/';
 }
 
 // A key path segment that would read ambiguously is quoted: locks."orders v2".lease
 std::string join_path(std::string_view parent, std::string_view key) {
   const bool plain = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '-' || c == ':';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-' || c == ':';
   });
   const std::string segment = plain ? std::string(key) : fmt::format("\"{}\"", printable(key));
   return parent.empty() ? segment : fmt::format("{}.{}", parent, segment);
@@ -312,6 +324,25 @@ const Entry* find_entry(const std::vector<Entry>& entries, std::string_view key)
   return nullptr;
 }
 
+// Records where each document starts and ignores its content.
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  std::vector<YAML::Mark> starts;
+
+  void OnDocumentStart(const YAML::Mark& mark) override { starts.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
 class Loader {
  public:
   explicit Loader(std::string source) : source_(std::move(source)) {}
@@ -322,6 +353,28 @@ class Loader {
     if (!mark.is_null()) where += fmt::format(":{}:{}", mark.line + 1, mark.column + 1);
     if (path.empty()) throw ConfigError(fmt::format("{}: error: {}", where, message));
     throw ConfigError(fmt::format("{}: error: {}: {}", where, path, message));
+  }
+
+  // Refuses a stream of several documents. yaml-cpp 0.7 can also get stuck on a stray ','
+  // outside brackets and report empty documents at that spot forever (jbeder/yaml-cpp#1040):
+  // YAML::LoadAll then fills memory and YAML::Load passes the garbage off as an empty file.
+  void check_single_document(const std::string& text) const {
+    std::istringstream stream(text);
+    YAML::Parser parser(stream);
+    DocumentStarts documents;
+    while (documents.starts.size() < 3 && parser.HandleNextDocument(documents)) {
+      const std::vector<YAML::Mark>& starts = documents.starts;
+      if (starts.size() >= 2 && starts.back().pos == starts[starts.size() - 2].pos) {
+        const auto at = static_cast<std::size_t>(starts.back().pos);
+        fail(starts.back(), "",
+             at < text.size()
+                 ? fmt::format("invalid YAML: unexpected '{}'", printable(text.substr(at, 1)))
+                 : std::string("invalid YAML: unexpected end of input"));
+      }
+    }
+    if (documents.starts.size() >= 2) {
+      fail(documents.starts[1], "", "found a second YAML document; a configuration file holds one");
+    }
   }
 
   [[nodiscard]] Config load(const YAML::Node& root) const {
@@ -394,8 +447,7 @@ class Loader {
     return out;
   }
 
-  [[noreturn]] void unknown_key(const Entry& item, Keys allowed,
-                                std::string_view hint = {}) const {
+  [[noreturn]] void unknown_key(const Entry& item, Keys allowed, std::string_view hint = {}) const {
     std::string message = fmt::format("unknown key '{}'", printable(item.key));
     std::string typo = did_you_mean(item.key, allowed);
     if (item.key == "<<") {
@@ -423,8 +475,7 @@ class Loader {
 
   // `${NAME}` from the environment; `$${` is a literal `${`. Messages never quote the text,
   // which may be a password.
-  std::string expand(std::string_view text, const YAML::Mark& mark,
-                     const std::string& path) const {
+  std::string expand(std::string_view text, const YAML::Mark& mark, const std::string& path) const {
     std::string out;
     for (std::size_t i = 0; i < text.size();) {
       if (text.compare(i, 3, "$${") == 0) {
@@ -489,9 +540,11 @@ class Loader {
       return "use a whole number with a smaller unit, e.g. 1500ms rather than 1.5s";
     }
     if (digits > 0 && unit.empty()) {
-      return fmt::format("missing unit ({}), e.g. {}s", kDurationUnits, text);
+      return fmt::format("missing unit ({}), e.g. {}s", kDurationUnits, printable(text));
     }
-    if (digits > 0 && known_unit) return "too large";
+    if (digits > 0 && known_unit) {
+      return "too large (the limit is 9223372036854ms, about 292 years)";
+    }
     if (digits > 0 && std::all_of(unit.begin(), unit.end(), [](char c) {
           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
         })) {
@@ -528,7 +581,8 @@ class Loader {
     const char* end = text.data() + text.size();
     const auto [ptr, error] = std::from_chars(text.data(), end, value);
     if (text.empty() || error != std::errc() || ptr != end || !std::isfinite(value)) {
-      fail(item.value_mark(), item.path, fmt::format("expected a number, got '{}'", printable(text)));
+      fail(item.value_mark(), item.path,
+           fmt::format("expected a number, got '{}'", printable(text)));
     }
     if (value < 0 || value >= kMaxClockDriftFactor) {
       fail(item.value_mark(), item.path,
@@ -566,7 +620,9 @@ class Loader {
   // sentinels, nodes, instances: plain addresses that must all differ.
   std::vector<Endpoint> endpoint_list(const Entry& item, std::string_view noun,
                                       std::string_view credentials_keys) const {
-    if (item.value.IsNull()) fail(item.key_mark, item.path, "missing value; expected a list of addresses");
+    if (item.value.IsNull()) {
+      fail(item.key_mark, item.path, "missing value; expected a list of addresses");
+    }
     if (!item.value.IsSequence()) {
       fail(item.value_mark(), item.path,
            fmt::format("expected a list of addresses like [host:port, ...], got {}",
@@ -608,8 +664,8 @@ class Loader {
 
   std::map<std::string, BackendConfig> backends(const Entry& section) const {
     std::map<std::string, BackendConfig> out;
-    for (const Entry& item : entries(section.value, section.value_mark(), section.path,
-                                     "backends by name")) {
+    for (const Entry& item :
+         entries(section.value, section.value_mark(), section.path, "backends by name")) {
       if (item.key.empty()) fail(item.key_mark, section.path, "a backend name must not be empty");
       out.emplace(item.key, backend(item));
     }
@@ -642,7 +698,9 @@ class Loader {
     // Every key is checked before any value, so a typo is reported before what it causes.
     KeyList allowed = {"topology"};
     allowed.insert(allowed.end(), spec->own_keys.begin(), spec->own_keys.end());
-    if (spec->uses_redis) allowed.insert(allowed.end(), std::begin(kRedisKeys), std::end(kRedisKeys));
+    if (spec->uses_redis) {
+      allowed.insert(allowed.end(), std::begin(kRedisKeys), std::end(kRedisKeys));
+    }
     for (const Entry& item : items) {
       if (contains(allowed, item.key)) continue;
       const TopologySpec* owner = nullptr;
@@ -723,15 +781,12 @@ class Loader {
     }
 
     if (url) {
-      merge_from_url(*address_entry, items, "username", !url->username.empty(), [&] {
-        backend.username = url->username;
-      });
-      merge_from_url(*address_entry, items, "password", !url->password.empty(), [&] {
-        backend.password = url->password;
-      });
-      merge_from_url(*address_entry, items, "database", url->database.has_value(), [&] {
-        backend.database = *url->database;
-      });
+      merge_from_url(*address_entry, items, "username", !url->username.empty(),
+                     [&] { backend.username = url->username; });
+      merge_from_url(*address_entry, items, "password", !url->password.empty(),
+                     [&] { backend.password = url->password; });
+      merge_from_url(*address_entry, items, "database", url->database.has_value(),
+                     [&] { backend.database = *url->database; });
     }
     return backend;
   }
@@ -746,9 +801,8 @@ class Loader {
       fill();
       return;
     }
-    const Entry& second = before(explicit_entry->key_mark, address_entry.key_mark)
-                              ? address_entry
-                              : *explicit_entry;
+    const Entry& second =
+        before(explicit_entry->key_mark, address_entry.key_mark) ? address_entry : *explicit_entry;
     fail(second.value_mark(), second.path,
          fmt::format("{} given twice, in 'address' and in '{}'; keep one", key, key));
   }
@@ -786,10 +840,8 @@ class Loader {
       } else if (key == "backend") {
         out.backend = backend_reference(item, backends);
       } else {
-        const bool backend_key = contains(kRedisKeys, key) || key == "topology" ||
-                                 key == "address";
-        unknown_key(item, kLockKeys,
-                    backend_key ? " (backend settings go under 'backends')" : "");
+        const bool backend_key = contains(kRedisKeys, key) || key == "topology" || key == "address";
+        unknown_key(item, kLockKeys, backend_key ? " (backend settings go under 'backends')" : "");
       }
     }
     if (min_hold != nullptr && max_hold != nullptr && *out.min_hold > *out.max_hold) {
@@ -834,12 +886,8 @@ class Loader {
 Config parse_config(const std::string& yaml_text, const std::string& source_name) {
   const internal::Loader loader(source_name);
   try {
-    const std::vector<YAML::Node> documents = YAML::LoadAll(yaml_text);
-    if (documents.size() > 1) {
-      loader.fail(documents[1].Mark(), "",
-                  "found a second YAML document; a configuration file holds one");
-    }
-    return loader.load(documents.empty() ? YAML::Node() : documents.front());
+    loader.check_single_document(yaml_text);
+    return loader.load(YAML::Load(yaml_text));
   } catch (const ConfigError&) {
     throw;
   } catch (const YAML::DeepRecursion& error) {
@@ -851,8 +899,8 @@ Config parse_config(const std::string& yaml_text, const std::string& source_name
   } catch (const YAML::Exception& error) {
     loader.fail(error.mark, "", error.msg);
   } catch (const std::exception& error) {
-    throw ConfigError(fmt::format("{}: error: cannot load the configuration: {}", source_name,
-                                  error.what()));
+    throw ConfigError(
+        fmt::format("{}: error: cannot load the configuration: {}", source_name, error.what()));
   }
 }
 
@@ -860,8 +908,8 @@ Config load_config(const std::string& path) {
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) {
     const std::error_code error(errno, std::generic_category());
-    throw ConfigError(fmt::format("{}: error: cannot open the configuration file: {}", path,
-                                  error.message()));
+    throw ConfigError(
+        fmt::format("{}: error: cannot open the configuration file: {}", path, error.message()));
   }
   std::string text;
   std::array<char, 64 * 1024> buffer{};
@@ -874,8 +922,8 @@ Config load_config(const std::string& path) {
   std::fclose(file);
   if (failed) {
     const std::error_code error(read_error, std::generic_category());
-    throw ConfigError(fmt::format("{}: error: cannot read the configuration file: {}", path,
-                                  error.message()));
+    throw ConfigError(
+        fmt::format("{}: error: cannot read the configuration file: {}", path, error.message()));
   }
   return parse_config(text, path);
 }

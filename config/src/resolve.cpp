@@ -47,7 +47,8 @@ Config Config::builtin() {
   BackendConfig backend;
   backend.name = std::string(internal::kDefaultName);
   backend.topology = Topology::kSingle;
-  backend.endpoints.push_back(Endpoint{std::string(internal::kBuiltinHost), internal::kBuiltinPort});
+  backend.endpoints.push_back(
+      Endpoint{std::string(internal::kBuiltinHost), internal::kBuiltinPort});
   config.backends.emplace(backend.name, std::move(backend));
   config.source = "<built-in>";
   return config;
@@ -93,10 +94,10 @@ LockSettings Config::resolve(const std::string& guard_name, const std::string& p
   }
   // Each level is checked on its own at load time; only the combination can still clash.
   if (settings.max_hold && settings.min_hold > *settings.max_hold) {
-    internal::fail(*this, guard_name,
-                   fmt::format("min_hold {} exceeds max_hold {}",
-                               internal::format_millis(settings.min_hold),
-                               internal::format_millis(*settings.max_hold)));
+    internal::fail(
+        *this, guard_name,
+        fmt::format("min_hold {} exceeds max_hold {}", internal::format_millis(settings.min_hold),
+                    internal::format_millis(*settings.max_hold)));
   }
   return settings;
 }

@@ -83,6 +83,10 @@ bool valid_ipv6(std::string_view text) {
       if (!is_alpha(c) && !is_digit(c) && c != '.' && c != '_' && c != '-') return false;
     }
   }
+  // Checked before inet_pton, which would stop reading at an embedded NUL.
+  for (char c : address) {
+    if (hex_value(c) < 0 && c != ':' && c != '.') return false;
+  }
   std::array<unsigned char, 16> bytes{};
   return ::inet_pton(AF_INET6, std::string(address).c_str(), bytes.data()) == 1;
 }
@@ -200,8 +204,7 @@ std::optional<ParsedAddress> parse_address(std::string_view text) {
       // `redis://host/` names no database, like `redis://host`.
       const std::string_view database = rest.substr(slash + 1);
       if (!database.empty()) {
-        const auto number =
-            internal::parse_bounded(database, std::numeric_limits<int>::max());
+        const auto number = internal::parse_bounded(database, std::numeric_limits<int>::max());
         if (!number) return std::nullopt;
         result.database = static_cast<int>(*number);
       }

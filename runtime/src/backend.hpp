@@ -13,10 +13,9 @@
 #include "dlock/config.hpp"
 #include "dlock/key.hpp"
 #include "metrics.hpp"
+#include "steady.hpp"
 
 namespace dlock::internal {
-
-using Clock = std::chrono::steady_clock;
 
 /// One attempt to take a lock.
 struct GrantRequest {

@@ -101,7 +101,7 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
 
   const auto& backend = this->backend(settings.backend);
   const auto started = Clock::now();
-  const auto deadline = started + settings.wait;
+  const auto deadline = later(started, settings.wait);
   const auto poll = backend->config().poll_interval;
   const std::string owner = new_owner_id();
   // With max_hold shorter than the lease, the first grant already ends at max_hold.
@@ -115,7 +115,7 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
 
   for (;;) {
     const auto sent = Clock::now();
-    const auto give_up_at = sent + backend->config().command_timeout;
+    const auto give_up_at = later(sent, backend->config().command_timeout);
     GrantReply reply = backend->acquire(GrantRequest{key, owner, first_ttl, name, give_up_at});
     switch (reply.kind) {
       case GrantReply::Kind::kAcquired:
@@ -123,7 +123,7 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
       case GrantReply::Kind::kUnavailable:
         bump(metrics_->acquire_unavailable);
         if (reply.outcome_unknown) {
-          watchdog_->clean_up_after(backend, key, owner, give_up_at + first_ttl);
+          watchdog_->clean_up_after(backend, key, owner, later(give_up_at, first_ttl));
         }
         log(LogLevel::kWarn, "backend '{}' unavailable acquiring key={}: {}", settings.backend,
             printable(key.str()), reply.error);
@@ -149,7 +149,7 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
     Clock::duration pause = jittered(poll);
     // The holder's key expires after ttl; no point sleeping past that.
     if (reply.ttl > Millis{0}) pause = std::min<Clock::duration>(pause, reply.ttl + Millis{1});
-    if (watch->wait_until(std::min(deadline, now + pause))) bump(metrics_->wakeups);
+    if (watch->wait_until(std::min(deadline, later(now, pause)))) bump(metrics_->wakeups);
   }
 }
 
@@ -161,8 +161,9 @@ ReleaseStatus ClientCore::release(const std::shared_ptr<LeaseState>& lease) noex
     if (it != holds_.end() && it->second.lock() == lease) holds_.erase(it);
     lease->mark_released();
   }
-  const auto keep_for = std::chrono::ceil<Millis>(lease->acquired_at + lease->settings.min_hold -
-                                                  Clock::now());
+  const auto now = Clock::now();
+  const auto keep_until = later(lease->acquired_at, lease->settings.min_hold);
+  const auto keep_for = keep_until > now ? std::chrono::ceil<Millis>(keep_until - now) : Millis{0};
   const auto outcome = lease->backend->release(lease->key, lease->owner, std::max(Millis{0}, keep_for));
   if (lease->lost()) {
     bump(metrics_->release_failures);

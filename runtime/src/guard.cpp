@@ -16,9 +16,9 @@ Guard::Guard(const GuardSite& site, Key key) {
     case AcquireStatus::kAcquired:
       return;
     case AcquireStatus::kUnavailable:
-      throw BackendUnavailable(fmt::format("{}: lock '{}' for {}: {}", name,
-                                           internal::printable(key.str()),
-                                           "backend unavailable", lease_.error()));
+      throw BackendUnavailable(fmt::format("{}: lock '{}': backend '{}' unavailable: {}", name,
+                                           internal::printable(key.str()), settings.backend,
+                                           lease_.error()));
     case AcquireStatus::kBusy:
       if (settings.on_busy == OnBusy::kSkip && site.skippable) {
         internal::log(LogLevel::kDebug, "skipped {}: key={} busy", name, internal::printable(key.str()));

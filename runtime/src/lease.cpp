@@ -53,7 +53,7 @@ LeaseState::LeaseState(std::shared_ptr<ClientCore> core_in, std::shared_ptr<Back
       settings(std::move(settings_in)),
       acquired_at(acquired_at_in),
       thread(std::this_thread::get_id()),
-      valid_until_((acquired_at + std::min(settings.lease, settings.max_hold.value_or(settings.lease)))
+      valid_until_(later(acquired_at, std::min(settings.lease, settings.max_hold.value_or(settings.lease)))
                        .time_since_epoch()
                        .count()) {}
 
@@ -66,7 +66,7 @@ void LeaseState::extend_validity(Clock::time_point until) noexcept {
 }
 
 Clock::time_point LeaseState::hold_deadline() const noexcept {
-  return settings.max_hold ? acquired_at + *settings.max_hold : Clock::time_point::max();
+  return settings.max_hold ? later(acquired_at, *settings.max_hold) : Clock::time_point::max();
 }
 
 void LeaseState::mark_lost(LossReason reason, std::string_view detail) noexcept {

@@ -50,12 +50,12 @@ void Watchdog::push(Task task) {
 }
 
 void Watchdog::track(const std::shared_ptr<LeaseState>& lease) {
-  push(Task{lease->acquired_at + lease->settings.lease / 3, lease, nullptr});
+  push(Task{later(lease->acquired_at, lease->settings.lease / 3), lease, nullptr});
 }
 
 void Watchdog::clean_up_after(std::shared_ptr<Backend> backend, Key key, std::string owner,
                               Clock::time_point until) {
-  const auto first = Clock::now() + backend->config().command_timeout;
+  const auto first = later(Clock::now(), backend->config().command_timeout);
   push(Task{first, {},
             std::make_shared<Cleanup>(Cleanup{std::move(backend), std::move(key),
                                               std::move(owner), until})});
@@ -102,7 +102,7 @@ void Watchdog::run_cleanup(Task& task, std::vector<Task>& again) {
     return;
   }
   // Nothing there yet may still mean a late request is in flight; look again until `until`.
-  const auto next = Clock::now() + c.backend->config().command_timeout;
+  const auto next = later(Clock::now(), c.backend->config().command_timeout);
   if (next < c.until) again.push_back(Task{next, {}, task.cleanup});
 }
 
@@ -144,9 +144,9 @@ void Watchdog::renew_due(std::vector<Task>& due) {
       switch (items[i].outcome) {
         case RenewOutcome::kRenewed: {
           bump(metrics_->renewals);
-          const auto until = sent + items[i].ttl;
+          const auto until = later(sent, items[i].ttl);
           lease->extend_validity(until);
-          auto next = sent + lease->settings.lease / 3;
+          auto next = later(sent, lease->settings.lease / 3);
           // The last renewal before max_hold sets the key to expire exactly at max_hold.
           if (until >= lease->hold_deadline()) next = lease->hold_deadline();
           again.push_back(Task{next, lease, nullptr});
@@ -164,7 +164,7 @@ void Watchdog::renew_due(std::vector<Task>& due) {
               printable(lease->key.str()), lease->name);
           const auto retry = std::max<Clock::duration>(kMinRetry, lease->settings.lease / 10);
           // Retry soon, but come back no later than the end of validity to declare expiry.
-          again.push_back(Task{std::min(Clock::now() + retry, lease->valid_until()), lease, nullptr});
+          again.push_back(Task{std::min(later(Clock::now(), retry), lease->valid_until()), lease, nullptr});
           break;
         }
       }

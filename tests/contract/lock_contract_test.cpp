@@ -333,6 +333,20 @@ TEST_P(LockContract, MovedLeaseReleasesOnceAndDestructorReleases) {
   EXPECT_TRUE(b.try_acquire("moved", settings(10s)));
 }
 
+TEST_P(LockContract, TheLongestConfigurableDurationsDoNotOverflow) {
+  Client a = make_client(), b = make_client();
+  const Millis longest{9223372036854};  // what the configuration accepts: ~292 years
+  LockSettings s = settings(longest, longest);
+  s.min_hold = longest;
+  Lease lease = a.acquire("forever", s);
+  ASSERT_TRUE(lease) << lease.error();
+  EXPECT_GT(lease.remaining(), std::chrono::hours(24 * 365));
+  EXPECT_EQ(b.try_acquire("forever", settings(1s)).status(), AcquireStatus::kBusy);
+  Lease waiting = b.acquire("forever", settings(1s, 50ms));
+  EXPECT_EQ(waiting.status(), AcquireStatus::kBusy);
+  EXPECT_EQ(lease.release(), ReleaseStatus::kKeptForMinHold);
+}
+
 TEST_P(LockContract, ManyThreadsSharingOneClientNeverOverlap) {
   // Two clients, eight threads, a handful of keys: each key guards a plain counter and an
   // "inside" flag; any overlap of two holders shows up as a lost update or a set flag.

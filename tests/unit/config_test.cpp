@@ -1,16 +1,17 @@
 // The configuration loader: the YAML contract of docs/CONFIG.md, its error messages and the
 // precedence of Config::resolve().
+#include "dlock/config.hpp"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
-
-#include "dlock/config.hpp"
 
 namespace dlock {
 namespace {
@@ -47,8 +48,7 @@ class MalformedFile : public testing::TestWithParam<BadFile> {};
 TEST_P(MalformedFile, IsRefusedWithFileLineColumnKeyAndNoSecret) {
   const BadFile& row = GetParam();
   const std::string message = error_of(row.yaml);
-  EXPECT_EQ(message.rfind(std::string(kSource) + ":" + row.where + ": error: ", 0), 0u)
-      << message;
+  EXPECT_EQ(message.rfind(std::string(kSource) + ":" + row.where + ": error: ", 0), 0u) << message;
   EXPECT_NE(message.find(row.message), std::string::npos) << message;
   EXPECT_EQ(message.find(kSecret), std::string::npos) << message;
 }
@@ -88,9 +88,8 @@ const BadFile kBadFiles[] = {
      "service: 'my shop' may hold only letters, digits and . _ - : /"},
     {"BackendsAsListIsRefused", "backends: [default]\n", "1:11",
      "backends: expected a map of backends by name, got a list"},
-    {"BackendAsUrlIsRefusedWithoutEchoingIt",
-     "backends:\n  default: redis://:hunter2@127.0.0.1\n", "2:12",
-     "backends.default: expected a map of backend settings, got a single value"},
+    {"BackendAsUrlIsRefusedWithoutEchoingIt", "backends:\n  default: redis://:hunter2@127.0.0.1\n",
+     "2:12", "backends.default: expected a map of backend settings, got a single value"},
     {"PoliciesAsScalarIsRefused", "policies: reports\n", "1:11",
      "policies: expected a map of lock settings by policy name, got a single value"},
     {"LocksEntryAsListIsRefused", "locks:\n  \"shop::f\": [lease, 5s]\n", "2:14",
@@ -159,8 +158,8 @@ const BadFile kBadFiles[] = {
      "backends:\n  default:\n    topology: single\n    address: 127.0.0.1:70000\n", "4:14",
      "backends.default.address: bad address '127.0.0.1:70000': the port must be between 1 and "
      "65535"},
-    {"PortZeroIsRefused", "backends:\n  default: {topology: single, address: \"h:0\"}\n",
-     "2:40", "bad address 'h:0': the port must be between 1 and 65535"},
+    {"PortZeroIsRefused", "backends:\n  default: {topology: single, address: \"h:0\"}\n", "2:40",
+     "bad address 'h:0': the port must be between 1 and 65535"},
     {"NonNumericPortIsRefused", "backends:\n  default: {topology: single, address: \"h:http\"}\n",
      "2:40", "bad address 'h:http': the port must be a number"},
     {"EmptyHostIsRefused", "backends:\n  default: {topology: single, address: \"redis://:6379\"}\n",
@@ -171,6 +170,9 @@ const BadFile kBadFiles[] = {
     {"UnbracketedIpv6IsRefused",
      "backends:\n  default: {topology: single, address: \"::1:6379\"}\n", "2:40",
      "bad address '::1:6379': put an IPv6 address in brackets"},
+    {"UnencodedSlashInPasswordIsExplained",
+     "backends:\n  default: {topology: single, address: \"redis://:hunter2/x@h\"}\n", "2:40",
+     "bad address 'redis://:***@h': write a '/' in a user name or password as %2F"},
     {"GarbageAddressIsRefused",
      "backends:\n  default: {topology: single, address: \"not an address\"}\n", "2:40",
      "backends.default.address: bad address 'not an address': expected redis://"},
@@ -253,7 +255,8 @@ const BadFile kBadFiles[] = {
     {"UnsetVariableIsRefused",
      "backends:\n  default:\n    topology: single\n    address: h\n"
      "    password: ${DLOCK_TEST_SURELY_UNSET}\n",
-     "5:15", "backends.default.password: environment variable 'DLOCK_TEST_SURELY_UNSET' is not set"},
+     "5:15",
+     "backends.default.password: environment variable 'DLOCK_TEST_SURELY_UNSET' is not set"},
     {"UnterminatedVariableIsRefusedWithoutEchoingText",
      "backends:\n  default:\n    topology: single\n    address: h\n    password: hunter2${X\n",
      "5:15", "backends.default.password: '${' must start a reference like ${NAME}"},
@@ -269,8 +272,13 @@ const BadFile kBadFiles[] = {
     {"DuplicateBackendNameIsRefused",
      "backends:\n  default: {topology: memory}\n  default: {topology: memory}\n", "3:3",
      "backends.default: duplicate key; first given at 2:3"},
-    {"SecondDocumentIsRefused", "service: a\n---\nservice: b\n", "3:1",
+    {"SecondDocumentIsRefused", "service: a\n---\nservice: b\n", "2:1",
      "found a second YAML document"},
+    // yaml-cpp 0.7 alone would loop until memory runs out, or read these as empty files.
+    {"LoneCommaIsRefused", ",\n", "1:1", "invalid YAML: unexpected ','"},
+    {"CommaAfterCommentIsRefused", "# settings\n, service: x\n", "2:1",
+     "invalid YAML: unexpected ','"},
+    {"CommaAfterFlowListIsRefused", "[a], b\n", "1:4", "invalid YAML: unexpected ','"},
 };
 
 std::string row_name(const testing::TestParamInfo<BadFile>& info) { return info.param.name; }
@@ -305,8 +313,7 @@ TEST(ParseConfig, BuiltInHasOneSingleBackendOnLocalhost) {
   EXPECT_EQ(config.source, "<built-in>");
   ASSERT_EQ(config.backends.count("default"), 1u);
   EXPECT_EQ(config.backends.at("default").name, "default");
-  EXPECT_EQ(config.backends.at("default").endpoints,
-            (std::vector<Endpoint>{{"127.0.0.1", 6379}}));
+  EXPECT_EQ(config.backends.at("default").endpoints, (std::vector<Endpoint>{{"127.0.0.1", 6379}}));
   EXPECT_TRUE(config.policies.empty());
   EXPECT_TRUE(config.locks.empty());
 }
@@ -397,8 +404,7 @@ backends:
                                      kSource);
   const BackendConfig& quorum = config.backends.at("default");
   EXPECT_EQ(quorum.topology, Topology::kRedlock);
-  EXPECT_EQ(quorum.endpoints,
-            (std::vector<Endpoint>{{"a", 6380}, {"b", 6381}, {"::1", 6382}}));
+  EXPECT_EQ(quorum.endpoints, (std::vector<Endpoint>{{"a", 6380}, {"b", 6381}, {"::1", 6382}}));
   EXPECT_DOUBLE_EQ(quorum.clock_drift_factor, 0.02);
   EXPECT_EQ(config.backends.at("shards").topology, Topology::kCluster);
   EXPECT_EQ(config.backends.at("shards").endpoints.size(), 2u);
@@ -406,8 +412,7 @@ backends:
 
 TEST(ParseConfig, SameHostOnDifferentPortsIsNotADuplicate) {
   EXPECT_NO_THROW((void)parse_config(
-      "backends:\n  default: {topology: redlock, instances: [h:6380, h:6381, h:6382]}\n",
-      kSource));
+      "backends:\n  default: {topology: redlock, instances: [h:6380, h:6381, h:6382]}\n", kSource));
 }
 
 TEST(ParseConfig, DuplicateInstanceIgnoresHostCaseAndIpv6Spelling) {
@@ -625,8 +630,7 @@ TEST(Resolve, MinHoldAboveMaxHoldAcrossLevelsFails) {
     (void)config.resolve("g", "short", {});
     FAIL() << "no error";
   } catch (const ConfigError& error) {
-    EXPECT_STREQ(error.what(),
-                 "<built-in>: error: guard 'g': min_hold 1m exceeds max_hold 30s");
+    EXPECT_STREQ(error.what(), "<built-in>: error: guard 'g': min_hold 1m exceeds max_hold 30s");
   }
 }
 
@@ -643,8 +647,8 @@ TEST(ParseDuration, AcceptsEveryUnit) {
 }
 
 TEST(ParseDuration, RefusesEverythingElse) {
-  for (const char* text : {"", "30", "s", "ms", "30x", "-1s", "+1s", "1.5s", " 30s", "30s ",
-                           "30 s", "30S", "30sec", "1h30m", "0x10s", "30ms5", "３０s"}) {
+  for (const char* text : {"", "30", "s", "ms", "30x", "-1s", "+1s", "1.5s", " 30s", "30s ", "30 s",
+                           "30S", "30sec", "1h30m", "0x10s", "30ms5", "３０s"}) {
     EXPECT_EQ(parse_duration(text), std::nullopt) << text;
   }
 }
@@ -699,14 +703,53 @@ TEST(ParseAddress, ReadsRedisUrls) {
   EXPECT_FALSE(parse_address("redis://h:1/")->database);
 }
 
+TEST(ParseAddress, RefusesEmbeddedNul) {
+  EXPECT_EQ(parse_address(std::string_view("[::1\0x]:1", 10)), std::nullopt);
+  EXPECT_EQ(parse_address(std::string_view("h\0x:1", 6)), std::nullopt);
+}
+
 TEST(ParseAddress, RefusesGarbage) {
-  for (const char* text :
-       {"", ":6379", "h:", "h:0", "h:65536", "h:99999999999999999999", "h:-1", "h:+1", "h:1x",
-        "h:1:2", "::1", "::1:6379", "[::1", "[::1]6379", "[]:1", "[zz]:1", "[127.0.0.1]:1",
-        "redis://", "redis://:1", "redis://h:1/x", "redis://h:1/-1", "redis://h:1/1?x=1",
-        "redis://h/99999999999", "redis://%zz@h", "http://h:1", "rediss://h:1", "unix:///tmp/s",
-        "user@h:1", "h:1/0", "h h", "h\n", "-", ".", "a..b", "a.", "6379", "999.1.1.1",
-        "1.2.3", "h_ost!", "redis://h:1#f"}) {
+  for (const char* text : {"",
+                           ":6379",
+                           "h:",
+                           "h:0",
+                           "h:65536",
+                           "h:99999999999999999999",
+                           "h:-1",
+                           "h:+1",
+                           "h:1x",
+                           "h:1:2",
+                           "::1",
+                           "::1:6379",
+                           "[::1",
+                           "[::1]6379",
+                           "[]:1",
+                           "[zz]:1",
+                           "[127.0.0.1]:1",
+                           "redis://",
+                           "redis://:1",
+                           "redis://h:1/x",
+                           "redis://h:1/-1",
+                           "redis://h:1/1?x=1",
+                           "redis://h/99999999999",
+                           "redis://%zz@h",
+                           "http://h:1",
+                           "rediss://h:1",
+                           "unix:///tmp/s",
+                           "user@h:1",
+                           "h:1/0",
+                           "h h",
+                           "h\n",
+                           "-",
+                           ".",
+                           "a..b",
+                           "a.",
+                           "6379",
+                           "999.1.1.1",
+                           "1.2.3",
+                           "h_ost!",
+                           "redis://h:1#f",
+                           "redis://:pa/ss@h"}) {
     EXPECT_EQ(parse_address(text), std::nullopt) << text;
   }
 }
@@ -756,8 +799,9 @@ TEST(LoadConfig, MissingFileNamesPathAndReason) {
     FAIL() << "no error";
   } catch (const ConfigError& error) {
     EXPECT_EQ(std::string(error.what()),
-              path.string() + ": error: cannot open the configuration file: No such file or "
-                              "directory");
+              path.string() +
+                  ": error: cannot open the configuration file: No such file or "
+                  "directory");
   }
 }
 
@@ -767,8 +811,7 @@ TEST(LoadConfig, DirectoryIsRefused) {
     (void)load_config(dir);
     FAIL() << "no error";
   } catch (const ConfigError& error) {
-    EXPECT_NE(std::string(error.what()).find("Is a directory"), std::string::npos)
-        << error.what();
+    EXPECT_NE(std::string(error.what()).find("Is a directory"), std::string::npos) << error.what();
   }
 }
 

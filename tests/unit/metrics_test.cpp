@@ -29,3 +29,25 @@ TEST(LatencyRecorder, EmptyAndNegativeSamplesAreSafe) {
 
 }  // namespace
 }  // namespace dlock::internal
+
+#include "steady.hpp"
+
+namespace dlock::internal {
+namespace {
+
+TEST(Later, AddsOrdinaryDurations) {
+  const auto t = Clock::now();
+  EXPECT_EQ(later(t, std::chrono::milliseconds(5)), t + std::chrono::milliseconds(5));
+  EXPECT_EQ(later(t, std::chrono::milliseconds(0)), t);
+}
+
+TEST(Later, SaturatesInsteadOfOverflowing) {
+  const auto t = Clock::now();
+  // The longest duration the configuration accepts: ~292 years.
+  EXPECT_EQ(later(t, std::chrono::milliseconds(9223372036854)), Clock::time_point::max());
+  EXPECT_EQ(later(t, std::chrono::hours::max()), Clock::time_point::max());
+  EXPECT_EQ(later(Clock::time_point::max(), std::chrono::nanoseconds(1)), Clock::time_point::max());
+}
+
+}  // namespace
+}  // namespace dlock::internal

@@ -95,12 +95,13 @@ struct Config {
 
   /// Applies, lowest first: built-in, `defaults`, `policies[policy]`, `attribute`,
   /// `locks[guard_name]`. An empty `policy` means none. Throws ConfigError for an unknown
-  /// policy or a backend name that is not configured.
+  /// policy, a backend name that is not configured, or a min_hold above max_hold once the
+  /// levels are combined.
   [[nodiscard]] LockSettings resolve(const std::string& guard_name, const std::string& policy,
                                      const LockOverrides& attribute) const;
 };
 
-/// A configuration that cannot be used. `what()` reads `file:line:col: key: message`.
+/// A configuration that cannot be used. `what()` reads `file:line:col: error: key: message`.
 class ConfigError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

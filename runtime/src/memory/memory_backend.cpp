@@ -23,7 +23,7 @@ class MemoryStore {
               std::chrono::system_clock::now().time_since_epoch()).count());
       auto& fence = fences_[request.key.str()];
       fence = std::max(fence + 1, clock_us);
-      entry = Entry{std::string(request.owner), fence, now + request.lease};
+      entry = Entry{std::string(request.owner), fence, later(now, request.lease)};
       return GrantReply{GrantReply::Kind::kAcquired, fence, Millis{0}, false, {}};
     }
     if (entry.owner == request.owner) {
@@ -43,7 +43,7 @@ class MemoryStore {
       } else if (entry->owner != item.owner) {
         item.outcome = RenewOutcome::kTaken;
       } else {
-        entry->expires_at = now + item.ttl;
+        entry->expires_at = later(now, item.ttl);
         item.outcome = RenewOutcome::kRenewed;
       }
     }
@@ -57,7 +57,7 @@ class MemoryStore {
       if (entry == nullptr) return ReleaseOutcome::kGone;
       if (entry->owner != owner) return ReleaseOutcome::kTaken;
       if (keep_for > Millis{0}) {
-        entry->expires_at = now + keep_for;
+        entry->expires_at = later(now, keep_for);
         return ReleaseOutcome::kKept;
       }
       locks_.erase(key.str());
