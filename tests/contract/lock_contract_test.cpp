@@ -7,7 +7,6 @@
 #include <thread>
 
 #include "dlock/dlock.hpp"
-#include "redis_groups.hpp"
 #include "redis_process.hpp"
 
 namespace dlock::test {
@@ -69,80 +68,11 @@ class SingleTopo : public Topo {
   RedisServer server_;
 };
 
-std::vector<Endpoint> endpoints_of(const std::vector<std::string>& host_ports) {
-  std::vector<Endpoint> out;
-  for (const auto& hp : host_ports) {
-    const auto colon = hp.rfind(':');
-    out.push_back(Endpoint{hp.substr(0, colon), std::stoi(hp.substr(colon + 1))});
-  }
-  return out;
-}
-
-// The server groups are started once per test program, on first use, and stopped at exit;
-// each test keeps to its own service namespace.
-Config group_config(Topology topology, std::vector<Endpoint> endpoints) {
-  Config c = MemoryTopo().config();
-  BackendConfig& b = c.backends["default"];
-  b.topology = topology;
-  b.endpoints = std::move(endpoints);
-  b.connect_timeout = 500ms;
-  b.command_timeout = 500ms;
-  return c;
-}
-
-class SentinelTopo : public Topo {
- public:
-  Config config() override {
-    static SentinelGroup& group = *[] {
-      SentinelGroup::Options o;
-      o.password = "data-secret";
-      o.sentinel_password = "sentinel-secret";
-      static SentinelGroup g(o);
-      g.start();
-      return &g;
-    }();
-    Config c = group_config(Topology::kSentinel, endpoints_of(group.sentinel_endpoints()));
-    BackendConfig& b = c.backends["default"];
-    b.master_name = group.options().master_name;
-    b.password = group.options().password;
-    b.sentinel_password = group.options().sentinel_password;
-    b.wait_replicas = 1;
-    return c;
-  }
-};
-
-class ClusterTopo : public Topo {
- public:
-  Config config() override {
-    static RedisClusterGroup& group = *[] {
-      static RedisClusterGroup g;
-      g.start();
-      return &g;
-    }();
-    return group_config(Topology::kCluster, endpoints_of({group.node(0).endpoint()}));
-  }
-};
-
-class RedlockTopo : public Topo {
- public:
-  Config config() override {
-    static RedlockGroup& group = *[] {
-      static RedlockGroup g(5);
-      g.start();
-      return &g;
-    }();
-    return group_config(Topology::kRedlock, endpoints_of(group.endpoints()));
-  }
-};
-
 class LockContract : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     if (GetParam() == "memory") topo_ = std::make_unique<MemoryTopo>();
     if (GetParam() == "single") topo_ = std::make_unique<SingleTopo>();
-    if (GetParam() == "sentinel") topo_ = std::make_unique<SentinelTopo>();
-    if (GetParam() == "cluster") topo_ = std::make_unique<ClusterTopo>();
-    if (GetParam() == "redlock") topo_ = std::make_unique<RedlockTopo>();
     ASSERT_TRUE(topo_) << GetParam();
   }
   Client make_client() { return Client(topo_->config()); }
@@ -384,8 +314,7 @@ TEST_P(LockContract, ManyThreadsSharingOneClientNeverOverlap) {
   EXPECT_EQ(total, kThreads * kRounds);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, LockContract,
-                         ::testing::Values("memory", "single", "sentinel", "cluster", "redlock"),
+INSTANTIATE_TEST_SUITE_P(Backends, LockContract, ::testing::Values("memory", "single"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace
