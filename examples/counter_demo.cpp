@@ -35,8 +35,9 @@ int increment(const std::string& path, int increments) {
     std::ofstream(path, std::ios::trunc) << value + 1 << '\n';
   }
   const auto m = dlock::client().metrics();
-  fmt::print("  pid {}: {} increments, waited {} times, woken by release {} times\n", ::getpid(),
-             increments, m.waits, m.wakeups);
+  fmt::print("  pid {}: {} increments; found the lock busy {} times and waited; {} release "
+             "notifications woke it\n",
+             ::getpid(), increments, m.waits, m.wakeups);
   return 0;
 }
 
@@ -50,6 +51,7 @@ int main(int argc, char** argv) {
 
   fmt::print("{} processes x {} locked increments of one counter\n", processes, increments);
   const auto start = std::chrono::steady_clock::now();
+  std::fflush(stdout);  // or every child would print the buffered banner again
   for (int p = 0; p < processes; ++p) {
     if (::fork() == 0) {
       const int status = increment(path.string(), increments);

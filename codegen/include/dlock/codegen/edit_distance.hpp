@@ -1,0 +1,23 @@
+// "Did you mean" suggestions for misspelt parameters, options and members.
+//
+//   closest_match("idd", {"id", "cart"});      // "id"
+//   closest_match("timeout", {"lease", "wait"});  // nullopt: nothing is close enough
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dlock::codegen {
+
+/// Levenshtein distance: insertions, deletions and substitutions each cost one.
+[[nodiscard]] std::size_t edit_distance(std::string_view a, std::string_view b);
+
+/// The candidate nearest to `word`, if it is close enough to be a likely typo (at most a
+/// third of the longer word, and at least one edit). The first candidate wins a tie.
+[[nodiscard]] std::optional<std::string> closest_match(std::string_view word,
+                                                       const std::vector<std::string>& candidates);
+
+}  // namespace dlock::codegen

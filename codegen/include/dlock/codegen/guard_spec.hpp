@@ -1,0 +1,40 @@
+// What one [[dlock::guard(...)]] asks for, after parsing and before any look at the function.
+//
+//   [[dlock::guard("order:<id>", lease=30s, on_busy=skip)]]
+//   -> GuardSpec{key = "order:{}" <id>, lease = 30000ms, on_busy = kSkip}
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "dlock/codegen/duration.hpp"
+#include "dlock/codegen/key_template.hpp"
+
+namespace dlock::codegen {
+
+/// `on_busy=`: what to do when the lock is not acquired within `wait`.
+enum class BusyAction { kThrow, kSkip };
+
+/// The lock settings an attribute may give; unset ones fall through to the configuration at
+/// run time (built-in, `defaults`, the policy), and `locks.<name>` in YAML overrides them all.
+struct LockOptions {
+  std::optional<Millis> lease;
+  std::optional<Millis> wait;
+  std::optional<BusyAction> on_busy;
+  std::optional<Millis> min_hold;
+  std::optional<Millis> max_hold;
+};
+
+/// The attribute's arguments.
+struct GuardSpec {
+  KeyTemplate key;
+  LockOptions options;
+  std::optional<std::string> policy;
+  std::optional<std::string> name;
+  /// Where the `on_busy` value is written, for the return-type check of `skip`.
+  std::size_t on_busy_offset = 0;
+  std::size_t on_busy_length = 0;
+};
+
+}  // namespace dlock::codegen

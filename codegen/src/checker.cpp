@@ -1,0 +1,634 @@
+#include "checker.hpp"
+
+#include <clang/AST/ASTContext.h>
+#include <clang/AST/Decl.h>
+#include <clang/AST/DeclCXX.h>
+#include <clang/AST/DeclTemplate.h>
+#include <clang/AST/StmtCXX.h>
+#include <clang/AST/Type.h>
+#include <clang/Basic/Diagnostic.h>
+#include <clang/Basic/SourceManager.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "dlock/codegen/attribute_lexer.hpp"
+#include "dlock/codegen/edit_distance.hpp"
+#include "dlock/codegen/files.hpp"
+#include "dlock/codegen/guard_parser.hpp"
+
+namespace dlock::codegen {
+namespace {
+
+// How deep `->` follows smart pointers whose operator-> returns another smart pointer.
+constexpr int kMaxArrowDepth = 4;
+
+// Prints errors and notes through clang, so they look exactly like clang's own.
+class Reporter {
+ public:
+  explicit Reporter(clang::ASTContext& context)
+      : sources_(context.getSourceManager()), diagnostics_(context.getDiagnostics()) {
+    error_id_ = diagnostics_.getCustomDiagID(clang::DiagnosticsEngine::Error, "%0");
+    note_id_ = diagnostics_.getCustomDiagID(clang::DiagnosticsEngine::Note, "%0");
+  }
+
+  void error(clang::SourceLocation at, clang::SourceRange range, const std::string& message) {
+    diagnostics_.Report(at, error_id_) << message << range;
+  }
+
+  void note(clang::SourceLocation at, const std::string& message) {
+    diagnostics_.Report(at, note_id_) << message;
+  }
+
+  // A problem found in the text of the attribute, located by offset in `file`.
+  void problem(const Problem& problem, clang::FileID file) {
+    const clang::SourceLocation at = location(file, problem.offset);
+    {
+      // Emitted when the builder goes out of scope, which must come before the notes.
+      auto builder = diagnostics_.Report(at, error_id_);
+      builder << problem.message;
+      const auto range = clang::CharSourceRange::getCharRange(
+          at, at.getLocWithOffset(static_cast<int>(problem.length)));
+      if (problem.length > 0) builder << range;
+      if (problem.fix) builder << clang::FixItHint::CreateReplacement(range, *problem.fix);
+    }
+    for (const Note& n : problem.notes) note(location(file, n.offset), n.message);
+  }
+
+  clang::SourceLocation location(clang::FileID file, std::size_t offset) const {
+    return sources_.getLocForStartOfFile(file).getLocWithOffset(static_cast<int>(offset));
+  }
+
+ private:
+  clang::SourceManager& sources_;
+  clang::DiagnosticsEngine& diagnostics_;
+  unsigned error_id_ = 0;
+  unsigned note_id_ = 0;
+};
+
+// Where a guard is written, once it has been found in its file's text.
+struct AttributeSite {
+  clang::FileID file;
+  std::size_t scope_offset = 0;
+  std::size_t name_offset = 0;
+  clang::SourceRange range;  ///< `dlock` .. `)`, for underlining the whole attribute
+};
+
+enum class Shape { kWeave, kElsewhere, kRefused };
+
+std::string qualified_name(const clang::FunctionDecl& function) {
+  std::vector<std::string> parts{function.getNameAsString()};
+  for (const clang::DeclContext* context = function.getDeclContext();
+       context && !context->isTranslationUnit(); context = context->getParent()) {
+    if (const auto* ns = llvm::dyn_cast<clang::NamespaceDecl>(context)) {
+      // As clang's qualified names: anonymous and inline namespaces do not show.
+      if (!ns->isAnonymousNamespace() && !ns->isInline()) parts.push_back(ns->getNameAsString());
+    } else if (const auto* record = llvm::dyn_cast<clang::RecordDecl>(context)) {
+      if (record->getIdentifier()) {
+        parts.push_back(record->getNameAsString());
+      } else if (const auto* alias = record->getTypedefNameForAnonDecl()) {
+        parts.push_back(alias->getNameAsString());
+      }
+    } else if (const auto* outer = llvm::dyn_cast<clang::FunctionDecl>(context)) {
+      parts.push_back(outer->getNameAsString());  // a local class
+    }
+  }
+  std::reverse(parts.begin(), parts.end());
+  std::string name;
+  for (const std::string& part : parts) name += (name.empty() ? "" : "::") + part;
+  return name;
+}
+
+const clang::FunctionDecl* find_definition(const clang::FunctionDecl& function) {
+  for (const clang::FunctionDecl* redeclaration : function.redecls()) {
+    if (redeclaration->isThisDeclarationADefinition()) return redeclaration;
+  }
+  return nullptr;
+}
+
+bool is_std_optional(clang::QualType canonical) {
+  if (const auto* record = canonical->getAsCXXRecordDecl()) {
+    const auto* specialization = llvm::dyn_cast<clang::ClassTemplateSpecializationDecl>(record);
+    return specialization && specialization->getName() == "optional" &&
+           specialization->isInStdNamespace();
+  }
+  if (const auto* written = canonical->getAs<clang::TemplateSpecializationType>()) {
+    const clang::TemplateDecl* known = written->getTemplateName().getAsTemplateDecl();
+    return known && known->getName() == "optional" && known->isInStdNamespace();
+  }
+  return false;
+}
+
+SkipReturn classify_return(clang::QualType type) {
+  const clang::QualType canonical = type.getCanonicalType();
+  if (canonical->isVoidType()) return SkipReturn::kVoid;
+  if (canonical->isSpecificBuiltinType(clang::BuiltinType::Bool)) return SkipReturn::kBool;
+  if (is_std_optional(canonical)) return SkipReturn::kOptional;
+  return SkipReturn::kNone;
+}
+
+class Checker {
+ public:
+  explicit Checker(clang::ASTContext& context)
+      : context_(context), sources_(context.getSourceManager()), report_(context) {}
+
+  void check(const WrittenGuard& guard, std::vector<WeaveEdit>& edits) {
+    if (!guard.decl || guard.decl->isInvalidDecl()) return;  // clang has said why
+    std::optional<AttributeSite> site = locate(guard);
+    if (!site || !first_sighting(guard, *site)) return;
+    std::optional<AttributeSyntax> syntax = read(*site);
+    if (!syntax) return;
+    const GuardParse parse = parse_guard_arguments(syntax->arguments, syntax->close_paren);
+    for (const Problem& problem : parse.problems) report_.problem(problem, site->file);
+
+    // The checks go on after a problem in the arguments, so that one run reports them all.
+    const clang::FunctionDecl& declaration = *guard.decl;
+    const clang::FunctionDecl* definition = nullptr;
+    const Shape shape = check_shape(declaration, *site, definition);
+    if (shape == Shape::kRefused) return;
+    if (!claim(shape == Shape::kWeave ? *definition : declaration, *site)) return;
+
+    std::vector<std::string> arguments;
+    bool keys_ok = true;
+    for (const Placeholder& placeholder : parse.spec.key.placeholders) {
+      auto expression = check_placeholder(placeholder, declaration, definition, site->file);
+      keys_ok = keys_ok && expression.has_value();
+      if (expression) arguments.push_back(std::move(*expression));
+    }
+    const auto skip = check_return(definition ? *definition : declaration, parse.spec, site->file);
+    if (shape != Shape::kWeave || !parse.problems.empty() || !keys_ok || !skip) return;
+    edits.push_back(plan(*definition, *site, *syntax, parse.spec, std::move(arguments), *skip));
+  }
+
+ private:
+  // Where the attribute is written. A guard from a macro is refused: its text is not in the
+  // file being woven, so it could not be removed (nor read back reliably).
+  std::optional<AttributeSite> locate(const WrittenGuard& guard) {
+    const bool in_file = guard.name_loc.isFileID() && guard.scope_loc.isFileID() &&
+                         guard.name_loc.isValid() && guard.scope_loc.isValid() &&
+                         sources_.getFileID(guard.name_loc) == sources_.getFileID(guard.scope_loc);
+    if (!in_file) {
+      report_.error(sources_.getExpansionLoc(guard.name_loc), {},
+                    "'dlock::guard' cannot come from a macro expansion; write it on the "
+                    "function itself");
+      return std::nullopt;
+    }
+    AttributeSite site;
+    site.file = sources_.getFileID(guard.name_loc);
+    site.scope_offset = sources_.getFileOffset(guard.scope_loc);
+    site.name_offset = sources_.getFileOffset(guard.name_loc);
+    return site;
+  }
+
+  // Reads the arguments back from the source, and the extent of the whole attribute.
+  std::optional<AttributeSyntax> read(AttributeSite& site) {
+    bool invalid = false;
+    const llvm::StringRef buffer = sources_.getBufferData(site.file, &invalid);
+    if (invalid) return std::nullopt;  // clang could not read the file it parsed: said already
+    AttributeRead read = read_attribute(std::string_view(buffer.data(), buffer.size()),
+                                        site.scope_offset, site.name_offset,
+                                        context_.getLangOpts());
+    if (read.problem) {
+      report_.problem(*read.problem, site.file);
+      return std::nullopt;
+    }
+    site.range = {sources_.getLocForStartOfFile(site.file).getLocWithOffset(
+                      static_cast<int>(site.scope_offset)),
+                  report_.location(site.file, read.syntax->close_paren)};
+    return std::move(read.syntax);
+  }
+
+  // The same attribute may reach us twice: a header without include guards included twice,
+  // or one attribute before several declarators (`[[dlock::guard("k")]] void a(), b();`).
+  bool first_sighting(const WrittenGuard& guard, const AttributeSite& site) {
+    const clang::FileEntry* entry = sources_.getFileEntryForID(site.file);
+    const auto key = std::make_pair(entry, site.name_offset);
+    const auto [seen, inserted] = sightings_.emplace(key, guard.decl);
+    if (inserted) return true;
+    if (seen->second->getCanonicalDecl() != guard.decl->getCanonicalDecl() &&
+        reported_.insert(key).second) {
+      report_.error(guard.scope_loc, {},
+                    "one 'dlock::guard' cannot guard several functions declared together; "
+                    "declare them separately");
+    }
+    return false;
+  }
+
+  // One guard per function: a guard on a header declaration and another on the definition
+  // would lock twice.
+  bool claim(const clang::FunctionDecl& function, const AttributeSite& site) {
+    const auto [first, inserted] =
+        claimed_.emplace(function.getCanonicalDecl(), site.range.getBegin());
+    if (inserted) return true;
+    report_.error(site.range.getBegin(), site.range,
+                  "'" + function.getNameAsString() +
+                      "' already has a 'dlock::guard'; a function takes one guard");
+    report_.note(first->second, "the first 'dlock::guard' is here");
+    return false;
+  }
+
+  Shape refuse(const AttributeSite& site, const std::string& message) {
+    report_.error(site.range.getBegin(), site.range, message);
+    return Shape::kRefused;
+  }
+
+  Shape check_shape(const clang::FunctionDecl& function, const AttributeSite& site,
+                    const clang::FunctionDecl*& definition) {
+    if (const auto* method = llvm::dyn_cast<clang::CXXMethodDecl>(&function);
+        method && method->getParent()->isLambda()) {
+      return refuse(site, "a lambda cannot be guarded; guard a named function and call it "
+                          "from the lambda");
+    }
+    if (llvm::isa<clang::CXXConstructorDecl>(function)) {
+      return refuse(site, "a constructor cannot be guarded: its base and member initializers "
+                          "would run outside the lock; guard a function the constructor calls");
+    }
+    if (llvm::isa<clang::CXXDestructorDecl>(function)) {
+      return refuse(site, "a destructor cannot be guarded: members and bases would be "
+                          "destroyed outside the lock; guard a function the destructor calls");
+    }
+    if (llvm::isa<clang::CXXDeductionGuideDecl>(function)) {
+      return refuse(site, "a deduction guide cannot be guarded");
+    }
+    // Deleted and defaulted first: a defaulted function may be implicitly constexpr.
+    if (function.isDeleted()) {
+      return refuse(site, "a deleted function cannot be guarded: it has no body");
+    }
+    definition = find_definition(function);
+    if (function.isDefaulted() || (definition && definition->isDefaulted())) {
+      return refuse(site, "a defaulted function cannot be guarded: it has no body to weave "
+                          "into; write the body out");
+    }
+    if (function.isConsteval()) {
+      return refuse(site, "a consteval function cannot be guarded: it runs at compile time");
+    }
+    if (function.isConstexpr()) {
+      return refuse(site, "a constexpr function cannot be guarded: taking a lock is not a "
+                          "constant expression");
+    }
+    if (!definition) {
+      if (function.isPure()) {
+        return refuse(site, "a pure virtual function without a body cannot be guarded; guard "
+                            "the overriding functions");
+      }
+      if (site.file == sources_.getMainFileID()) {
+        return refuse(site, "'" + function.getNameAsString() +
+                                "' is guarded here but not defined in this file, so the guard "
+                                "would be lost; guard the definition, or a declaration in a "
+                                "header that the defining file includes");
+      }
+      return Shape::kElsewhere;  // woven where it is defined, which includes this header too
+    }
+    return check_body(*definition, site);
+  }
+
+  Shape check_body(const clang::FunctionDecl& definition, const AttributeSite& site) {
+    const clang::Stmt* body = definition.getBody();
+    if (llvm::isa_and_nonnull<clang::CoroutineBodyStmt>(body)) {
+      return refuse(site, "a coroutine cannot be guarded: the lock would live in the coroutine "
+                          "frame across suspensions; guard a function the coroutine calls");
+    }
+    if (llvm::isa_and_nonnull<clang::CXXTryStmt>(body)) {
+      return refuse(site, "a function-try-block cannot be guarded: its handlers would catch the "
+                          "guard's own exceptions; put the try block inside the body");
+    }
+    const auto* compound = llvm::dyn_cast_or_null<clang::CompoundStmt>(body);
+    if (!compound) return refuse(site, "cannot weave into the body of this function");
+    const clang::SourceLocation brace = compound->getLBracLoc();
+    if (brace.isMacroID()) {
+      return refuse(site, "the body of '" + definition.getNameAsString() +
+                              "' comes from a macro expansion and cannot be woven");
+    }
+    if (sources_.getFileID(brace) != sources_.getMainFileID()) {
+      const std::string header = sources_.getFilename(brace).str();
+      refuse(site, "guarded definitions must be in a woven source file; the definition in "
+                   "header '" + header + "' is not woven");
+      report_.note(definition.getLocation(), "the definition is here");
+      return Shape::kRefused;
+    }
+    return Shape::kWeave;
+  }
+
+  // Checks one placeholder; returns the C++ expression for the definition's body.
+  std::optional<std::string> check_placeholder(const Placeholder& placeholder,
+                                               const clang::FunctionDecl& declaration,
+                                               const clang::FunctionDecl* definition,
+                                               clang::FileID file) {
+    const auto* method = llvm::dyn_cast<clang::CXXMethodDecl>(&declaration);
+    const bool has_this = method && method->isInstance();
+    if (placeholder.root == "this") {
+      if (!has_this) {
+        const char* kind = method ? "a static member function" : "a free function";
+        report_.problem({placeholder.root_offset, 4,
+                         std::string("'this' cannot be used in the lock key of ") + kind, {}, {}},
+                        file);
+        return std::nullopt;
+      }
+      if (!check_members(placeholder, method->getThisType(), "this", file)) return std::nullopt;
+      return placeholder_expression(placeholder, "this");
+    }
+
+    const auto parameters = declaration.parameters();
+    const auto found = std::find_if(parameters.begin(), parameters.end(), [&](auto* parameter) {
+      return parameter->getName() == placeholder.root;
+    });
+    if (found == parameters.end()) {
+      report_unknown_parameter(placeholder, declaration, has_this, file);
+      return std::nullopt;
+    }
+    const clang::ParmVarDecl& parameter = **found;
+    if (parameter.isParameterPack()) {
+      report_.problem({placeholder.root_offset, placeholder.root.size(),
+                       "parameter pack '" + placeholder.root +
+                           "' cannot be used in a lock key; name one value per placeholder",
+                       {}, {}},
+                      file);
+      return std::nullopt;
+    }
+    // The body sees the definition's names, which may differ from the guarded declaration's.
+    std::string spelling = placeholder.root;
+    const auto index = static_cast<unsigned>(found - parameters.begin());
+    if (definition && definition != &declaration && index < definition->getNumParams()) {
+      const clang::ParmVarDecl* defined = definition->getParamDecl(index);
+      if (defined->getName().empty()) {
+        report_.problem({placeholder.root_offset, placeholder.root.size(),
+                         "parameter '" + placeholder.root +
+                             "' of the lock key has no name in the definition",
+                         {}, {}},
+                        file);
+        report_.note(defined->getLocation(), "name the parameter here");
+        return std::nullopt;
+      }
+      spelling = defined->getName().str();
+    }
+    if (!check_members(placeholder, parameter.getType(), placeholder.root, file)) {
+      return std::nullopt;
+    }
+    return placeholder_expression(placeholder, spelling);
+  }
+
+  void report_unknown_parameter(const Placeholder& placeholder,
+                                const clang::FunctionDecl& declaration, bool has_this,
+                                clang::FileID file) {
+    std::vector<std::string> candidates;
+    for (const clang::ParmVarDecl* parameter : declaration.parameters()) {
+      if (!parameter->getName().empty()) candidates.push_back(parameter->getName().str());
+    }
+    if (has_this) candidates.emplace_back("this");
+    Problem problem{placeholder.root_offset, placeholder.root.size(),
+                    "unknown parameter '" + placeholder.root + "' in lock key", {}, {}};
+    if (auto suggestion = closest_match(placeholder.root, candidates)) {
+      problem.message += "; did you mean '" + *suggestion + "'?";
+      problem.fix = *suggestion;
+    } else if (candidates.empty()) {
+      problem.message += "; '" + declaration.getNameAsString() + "' has no named parameters";
+    }
+    report_.problem(problem, file);
+  }
+
+  std::string type_name(clang::QualType type) const {
+    return type.getAsString(context_.getPrintingPolicy());
+  }
+
+  // Walks `.member` / `->member` from `type`. Types that depend on template parameters, or
+  // records not complete here, are left to the compiler of the woven file.
+  bool check_members(const Placeholder& placeholder, clang::QualType type, std::string described,
+                     clang::FileID file) {
+    for (const MemberStep& step : placeholder.members) {
+      if (type.isNull() || type->isDependentType()) return true;
+      type = type.getNonReferenceType();
+      const clang::CXXRecordDecl* record = nullptr;
+      if (step.access == Access::kDot) {
+        if (type->isPointerType()) {
+          report_.problem({step.offset, 1,
+                           "'.' on '" + described + "', which is a pointer ('" + type_name(type) +
+                               "'); did you mean '->'?",
+                           "->", {}},
+                          file);
+          return false;
+        }
+        record = type->getAsCXXRecordDecl();
+      } else {
+        bool dependent = false;
+        const auto target = arrow_target(type, dependent);
+        if (dependent) return true;
+        if (!target) {
+          Problem problem{step.offset, 2,
+                          "'->' on '" + described + "', which is not a pointer ('" +
+                              type_name(type) + "')",
+                          {}, {}};
+          if (type->getAsCXXRecordDecl()) {
+            problem.message += "; did you mean '.'?";
+            problem.fix = ".";
+          }
+          report_.problem(problem, file);
+          return false;
+        }
+        if ((*target)->isDependentType()) return true;
+        type = *target;
+        record = type->getAsCXXRecordDecl();
+      }
+      if (!record) {
+        report_.problem({step.name_offset, step.name.size(),
+                         "'" + described + "' has type '" + type_name(type) +
+                             "', which has no members",
+                         {}, {}},
+                        file);
+        return false;
+      }
+      if (!record->hasDefinition()) return true;
+      record = record->getDefinition();
+      bool uncertain = false;
+      const clang::NamedDecl* member = find_member(*record, step.name, uncertain);
+      if (!member) {
+        if (uncertain) return true;
+        report_unknown_member(step, *record, file);
+        return false;
+      }
+      const auto* value = llvm::dyn_cast<clang::ValueDecl>(member);
+      if (!value || !(llvm::isa<clang::FieldDecl>(value) ||
+                      llvm::isa<clang::IndirectFieldDecl>(value) ||
+                      llvm::isa<clang::VarDecl>(value))) {
+        report_.problem({step.name_offset, step.name.size(),
+                         "'" + step.name + "' is not a data member of '" +
+                             record->getNameAsString() + "'; a lock key names data members only",
+                         {}, {}},
+                        file);
+        return false;
+      }
+      described += (step.access == Access::kDot ? "." : "->") + step.name;
+      type = value->getType();
+    }
+    return true;
+  }
+
+  // What `->` reaches from `type`: the pointee of a pointer, or through operator-> of a
+  // class (smart pointers, iterators). nullopt when `->` does not apply.
+  std::optional<clang::QualType> arrow_target(clang::QualType type, bool& dependent) {
+    for (int depth = 0; depth < kMaxArrowDepth; ++depth) {
+      type = type.getNonReferenceType();
+      if (type->isDependentType()) {
+        dependent = true;
+        return std::nullopt;
+      }
+      if (type->isPointerType()) return type->getPointeeType();
+      const clang::CXXRecordDecl* record = type->getAsCXXRecordDecl();
+      if (!record) return std::nullopt;
+      if (!record->hasDefinition()) {
+        dependent = true;  // incomplete here: the compiler decides
+        return std::nullopt;
+      }
+      const clang::DeclarationName arrow =
+          context_.DeclarationNames.getCXXOperatorName(clang::OO_Arrow);
+      bool uncertain = false;
+      const clang::NamedDecl* found = find_member(*record->getDefinition(), arrow, uncertain);
+      if (const auto* templated = llvm::dyn_cast_or_null<clang::FunctionTemplateDecl>(found)) {
+        found = templated->getTemplatedDecl();
+      }
+      const auto* method = llvm::dyn_cast_or_null<clang::FunctionDecl>(found);
+      if (!method) {
+        dependent = uncertain;
+        return std::nullopt;
+      }
+      type = method->getReturnType();
+    }
+    dependent = true;
+    return std::nullopt;
+  }
+
+  const clang::NamedDecl* find_member(const clang::CXXRecordDecl& record, llvm::StringRef name,
+                                      bool& uncertain) {
+    return find_member(record, clang::DeclarationName(&context_.Idents.get(name)), uncertain);
+  }
+
+  // Looks in the record, then in all its bases (forallBases, rather than bases(): GCC 12
+  // sees a null `this` in LLVM 14's inline base-list accessors). `uncertain` is set when a
+  // base is dependent or incomplete and might hold the member.
+  const clang::NamedDecl* find_member(const clang::CXXRecordDecl& record,
+                                      clang::DeclarationName name, bool& uncertain) {
+    for (const clang::NamedDecl* found : record.lookup(name)) return found;
+    const clang::NamedDecl* in_base = nullptr;
+    const bool complete = record.forallBases([&](const clang::CXXRecordDecl* base) {
+      if (!in_base) {
+        for (const clang::NamedDecl* found : base->lookup(name)) {
+          in_base = found;
+          break;
+        }
+      }
+      return true;
+    });
+    if (!complete && !in_base) uncertain = true;
+    return in_base;
+  }
+
+  static void own_data_member_names(const clang::CXXRecordDecl& record,
+                                    std::vector<std::string>& names) {
+    for (const clang::Decl* member : record.decls()) {
+      const auto* named = llvm::dyn_cast<clang::NamedDecl>(member);
+      if (named && named->getIdentifier() &&
+          (llvm::isa<clang::FieldDecl>(named) || llvm::isa<clang::IndirectFieldDecl>(named) ||
+           llvm::isa<clang::VarDecl>(named))) {
+        names.push_back(named->getName().str());
+      }
+    }
+  }
+
+  static void data_member_names(const clang::CXXRecordDecl& record,
+                                std::vector<std::string>& names) {
+    own_data_member_names(record, names);
+    record.forallBases([&](const clang::CXXRecordDecl* base) {
+      own_data_member_names(*base, names);
+      return true;
+    });
+  }
+
+  void report_unknown_member(const MemberStep& step, const clang::CXXRecordDecl& record,
+                             clang::FileID file) {
+    std::vector<std::string> candidates;
+    data_member_names(record, candidates);
+    Problem problem{step.name_offset, step.name.size(),
+                    "no member named '" + step.name + "' in '" + record.getNameAsString() + "'",
+                    {}, {}};
+    if (auto suggestion = closest_match(step.name, candidates)) {
+      problem.message += "; did you mean '" + *suggestion + "'?";
+      problem.fix = *suggestion;
+    }
+    report_.problem(problem, file);
+  }
+
+  // What a skipped call returns, or nullopt after reporting that on_busy=skip is impossible.
+  std::optional<SkipReturn> check_return(const clang::FunctionDecl& function,
+                                         const GuardSpec& spec, clang::FileID file) {
+    const clang::QualType type = function.getReturnType();
+    SkipReturn skip = classify_return(type);
+    std::string why;
+    if (type->getContainedDeducedType() && skip == SkipReturn::kOptional) {
+      // `return ::std::nullopt;` first would make `auto` deduce std::nullopt_t.
+      skip = SkipReturn::kNone;
+      why = "; with a deduced return type, write std::optional<...> out";
+    } else if (skip == SkipReturn::kNone && type->isDependentType()) {
+      why = "; '" + type_name(type) + "' depends on template parameters, write one of those "
+            "types out";
+    } else if (skip == SkipReturn::kNone) {
+      why = "; '" + function.getNameAsString() + "' returns '" + type_name(type) + "'";
+    }
+    const bool wants_skip = spec.options.on_busy == BusyAction::kSkip;
+    if (!wants_skip || skip != SkipReturn::kNone) return skip;
+    report_.problem({spec.on_busy_offset, spec.on_busy_length,
+                     "on_busy=skip needs a function returning void, bool or std::optional<T>" +
+                         why,
+                     {}, {}},
+                    file);
+    return std::nullopt;
+  }
+
+  LinePosition position(clang::SourceLocation location) const {
+    const clang::PresumedLoc presumed = sources_.getPresumedLoc(location);
+    std::string file = presumed.getFilename();
+    // Without a #line of the user's own, name the file by its absolute path.
+    const clang::FileEntry* entry = sources_.getFileEntryForID(sources_.getFileID(location));
+    if (entry && file == entry->getName()) file = absolute_path(file);
+    return {file, presumed.getLine()};
+  }
+
+  WeaveEdit plan(const clang::FunctionDecl& definition, const AttributeSite& site,
+                 const AttributeSyntax& syntax, const GuardSpec& spec,
+                 std::vector<std::string> arguments, SkipReturn skip) {
+    const auto* body = llvm::cast<clang::CompoundStmt>(definition.getBody());
+    const clang::SourceLocation brace = body->getLBracLoc();
+    WeaveEdit edit;
+    if (site.file == sources_.getMainFileID()) edit.removal = syntax.removal;
+    edit.body_offset = sources_.getFileOffset(brace) + 1;
+    edit.brace = position(brace);
+    GuardCode& code = edit.code;
+    code.name = spec.name ? *spec.name : qualified_name(definition);
+    code.policy = spec.policy.value_or("");
+    code.options = spec.options;
+    code.key_format = spec.key.format;
+    code.key_arguments = std::move(arguments);
+    code.skip = skip;
+    code.attribute = position(site.range.getBegin());
+    return edit;
+  }
+
+  clang::ASTContext& context_;
+  clang::SourceManager& sources_;
+  Reporter report_;
+  std::map<std::pair<const clang::FileEntry*, std::size_t>, const clang::FunctionDecl*> sightings_;
+  std::set<std::pair<const clang::FileEntry*, std::size_t>> reported_;
+  std::map<const clang::FunctionDecl*, clang::SourceLocation> claimed_;
+};
+
+}  // namespace
+
+GuardChecker::GuardChecker(clang::ASTContext& context) : context_(context) {}
+
+std::vector<WeaveEdit> GuardChecker::check(const std::vector<WrittenGuard>& guards) {
+  Checker checker(context_);
+  std::vector<WeaveEdit> edits;
+  for (const WrittenGuard& guard : guards) checker.check(guard, edits);
+  return edits;
+}
+
+}  // namespace dlock::codegen

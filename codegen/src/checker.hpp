@@ -1,0 +1,37 @@
+// Checks every written guard against the function it is on and plans the weaving.
+//
+//   GuardChecker checker(context);
+//   std::vector<WeaveEdit> edits = checker.check(collector.guards());
+//   // errors went to clang's DiagnosticsEngine: file:line:col, caret, fix-it, notes
+//
+// One guard = the attribute's grammar (guard_parser), then the function's shape (not a
+// constructor, not constexpr, not a coroutine, ...; the definition in this file), then each
+// placeholder against the parameters and the member chain against the record types, then the
+// return type against on_busy=skip. Every problem is reported; nothing is silently dropped.
+#pragma once
+
+#include <vector>
+
+#include "dlock/codegen/weaver.hpp"
+#include "guard_attribute.hpp"
+
+namespace clang {
+class ASTContext;
+}
+
+namespace dlock::codegen {
+
+/// Checks guards and plans the edits of the main file.
+class GuardChecker {
+ public:
+  explicit GuardChecker(clang::ASTContext& context);
+
+  /// Reports every error through the context's diagnostics; returns the edits for the guards
+  /// to weave into the main file. Meaningless once an error has been reported.
+  [[nodiscard]] std::vector<WeaveEdit> check(const std::vector<WrittenGuard>& guards);
+
+ private:
+  clang::ASTContext& context_;
+};
+
+}  // namespace dlock::codegen

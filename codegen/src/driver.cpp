@@ -1,0 +1,223 @@
+#include "dlock/codegen/driver.hpp"
+
+#include <clang/Basic/FileManager.h>
+#include <clang/Basic/FileSystemOptions.h>
+#include <clang/Tooling/CompilationDatabase.h>
+#include <clang/Tooling/Tooling.h>
+#include <llvm/Support/VirtualFileSystem.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include "dlock/codegen/compiler_flags.hpp"
+#include "dlock/codegen/depfile.hpp"
+#include "dlock/codegen/fast_path.hpp"
+#include "dlock/codegen/files.hpp"
+#include "dlock/codegen/weaver.hpp"
+#include "weave_action.hpp"
+
+namespace dlock::codegen {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: dlock-codegen SOURCE -o WOVEN [--depfile DEPFILE] [--full-parse] -- COMPILER_FLAGS...";
+
+// `--name=value` or `--name value`; advances `i` past a separate value.
+std::optional<std::string> option_value(const std::vector<std::string>& args, std::size_t& i,
+                                        const std::string& name, std::string& error) {
+  const std::string& arg = args[i];
+  if (arg == name) {
+    if (i + 1 >= args.size()) {
+      error = "missing value after '" + name + "'";
+      return std::nullopt;
+    }
+    return args[++i];
+  }
+  if (arg.rfind(name + "=", 0) == 0) return arg.substr(name.size() + 1);
+  return std::nullopt;
+}
+
+int usage_error(const std::string& message) {
+  llvm::errs() << "dlock-codegen: error: " << message << "\n" << kUsage << "\n"
+               << "Run 'dlock-codegen --help' for more.\n";
+  return kExitUsage;
+}
+
+void remove_outputs(const Options& options) {
+  remove_file(options.output);
+  if (!options.depfile.empty()) remove_file(options.depfile);
+}
+
+int write_outputs(const Options& options, const std::string& woven,
+                  const std::vector<std::string>& dependencies) {
+  std::string error;
+  if (!write_file_atomically(options.output, woven, error) ||
+      (!options.depfile.empty() &&
+       !write_file_atomically(options.depfile, make_depfile(options.output, dependencies),
+                              error))) {
+    remove_outputs(options);
+    llvm::errs() << "dlock-codegen: error: " << error << "\n";
+    return kExitUsage;
+  }
+  return kExitOk;
+}
+
+// Parses with clang 14 and weaves. The compile command comes from a fixed compilation
+// database over the build's flags, as for any clang tool.
+WeaveOutcome weave_with_clang(const Options& options) {
+  const clang::tooling::FixedCompilationDatabase database(
+      ".", clang_flags(options.compiler_flags, DLOCK_CLANG_RESOURCE_DIR));
+  std::vector<clang::tooling::CompileCommand> commands =
+      database.getCompileCommands(options.source);
+  WeaveOutcome outcome;
+  if (commands.empty()) return outcome;
+  // ToolInvocation rather than ClangTool: the same driver, without ClangTool's extra
+  // "Error while processing" line after clang's own diagnostics.
+  llvm::IntrusiveRefCntPtr<clang::FileManager> files(
+      new clang::FileManager(clang::FileSystemOptions(), llvm::vfs::getRealFileSystem()));
+  clang::tooling::ToolInvocation invocation(std::move(commands.front().CommandLine),
+                                            std::make_unique<WeaveAction>(outcome), files.get());
+  if (!invocation.run()) outcome.woven.reset();
+  return outcome;
+}
+
+}  // namespace
+
+CommandLine parse_command_line(const std::vector<std::string>& args) {
+  CommandLine result;
+  Options options;
+  std::size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    std::string error;
+    if (arg == "--") {
+      options.compiler_flags.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+      break;
+    }
+    if (arg == "-h" || arg == "--help") {
+      options.help = true;
+    } else if (arg == "--full-parse") {
+      options.full_parse = true;
+    } else if (arg == "-o") {
+      if (i + 1 >= args.size()) {
+        result.error = "missing value after '-o'";
+        return result;
+      }
+      options.output = args[++i];
+    } else if (auto output = option_value(args, i, "--output", error)) {
+      options.output = *output;
+    } else if (auto depfile = option_value(args, i, "--depfile", error)) {
+      options.depfile = *depfile;
+    } else if (!error.empty()) {
+      result.error = error;
+      return result;
+    } else if (arg.size() > 1 && arg[0] == '-') {
+      result.error = "unknown option '" + arg + "' (compiler flags go after '--')";
+      return result;
+    } else if (!options.source.empty()) {
+      result.error = "more than one source: '" + options.source + "' and '" + arg + "'";
+      return result;
+    } else {
+      options.source = arg;
+    }
+  }
+  if (!options.help) {
+    if (options.source.empty()) result.error = "no SOURCE given";
+    else if (options.output.empty()) result.error = "no output given (-o WOVEN)";
+    else if (options.depfile == options.output || options.output == options.source) {
+      result.error = "SOURCE, WOVEN and DEPFILE must be different files";
+    }
+    if (!result.error.empty()) return result;
+  }
+  result.options = std::move(options);
+  return result;
+}
+
+std::string help_text() {
+  return std::string(kUsage) + R"(
+
+Weaves the [[dlock::guard(...)]] attributes of the C++ source file SOURCE into calls of the
+dlock runtime and writes the result to WOVEN, which the build compiles instead of SOURCE.
+#line directives keep the original file name and line numbers, so compiler errors,
+debuggers, __FILE__ and __LINE__ point at SOURCE.
+
+Arguments:
+  SOURCE               the C++ source file to weave
+  -o, --output WOVEN   the file to write; missing parent directories are created
+  --depfile DEPFILE    also write a Make-syntax depfile, "WOVEN: SOURCE HEADERS...", listing
+                       every file the source includes (Ninja and Make re-run the generator
+                       when one changes)
+  --full-parse         always parse with clang, even when no guard is mentioned (for
+                       debugging and measurements)
+  -h, --help           print this help
+  -- COMPILER_FLAGS    the flags SOURCE is compiled with: -I, -isystem, -iquote, -D, -U,
+                       -std=..., -include, ... Flags clang 14 does not know (g++-only ones)
+                       are dropped, warnings are off, and without -std the standard is
+                       gnu++17, g++ 12's default. Relative paths are taken from the current
+                       directory.
+
+How it works:
+  Fast path: when neither SOURCE nor the headers it includes from the project (found from
+  the including file's directory, -iquote and -I; -isystem and the compiler's own
+  directories are not read) mention dlock::guard outside comments, WOVEN is SOURCE behind
+  a '#line 1' directive, written without parsing; the depfile lists the files read.
+
+  Otherwise clang 14 parses SOURCE. Every guard is checked: its arguments (DESIGN.md §1),
+  each placeholder against the parameters and members, on_busy=skip against the return
+  type (void, bool or std::optional<T>), and the function itself. Guards are refused on
+  constructors, destructors, constexpr and consteval functions, coroutines, lambdas,
+  deleted or defaulted functions, pure virtual functions without a body, function-try-
+  blocks, and on definitions outside SOURCE (in a header). A guard on a declaration in a
+  header is woven where its definition is: in SOURCE, or in another source that includes
+  the header. The guard's code goes at the top of the function body; the attribute is
+  removed. Errors print as clang's, file:line:col: error: ..., naming the original file.
+
+  WOVEN includes <dlock/guard.hpp> and <fmt/format.h>: compile it with the dlock runtime's
+  include directory, and with -iquote DIR (DIR being SOURCE's directory) so that
+  #include "..." still finds SOURCE's neighbours from WOVEN's directory.
+
+  Outputs are written atomically (temporary file and rename) and only on success; on
+  failure WOVEN and DEPFILE are removed, so no stale output remains.
+
+Exit status:
+  0  WOVEN (and DEPFILE) written
+  1  errors in the guards, or in SOURCE as clang parses it, were reported; nothing written
+  2  bad command line, or a file could not be read or written; nothing written
+)";
+}
+
+int run(const Options& options) {
+  // Whatever happens next, no earlier output may pass for this run's.
+  remove_outputs(options);
+  std::string text;
+  std::string error;
+  if (!read_file(options.source, text, error)) {
+    llvm::errs() << "dlock-codegen: error: " << error << "\n";
+    return kExitUsage;
+  }
+  const std::string source = absolute_path(options.source);
+  if (!options.full_parse) {
+    const IncludeScan scan =
+        scan_for_guards(source, text, search_paths_from_flags(options.compiler_flags));
+    if (scan.conclusive && !scan.guard_found) {
+      return write_outputs(options, passthrough_source(text, source), scan.files);
+    }
+  }
+  WeaveOutcome outcome = weave_with_clang(options);
+  if (!outcome.woven) {
+    remove_outputs(options);
+    return kExitGuardErrors;
+  }
+  return write_outputs(options, *outcome.woven, outcome.dependencies);
+}
+
+int run_main(int argc, const char* const* argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  const CommandLine command_line = parse_command_line(args);
+  if (!command_line.options) return usage_error(command_line.error);
+  if (command_line.options->help) {
+    llvm::outs() << help_text();
+    return kExitOk;
+  }
+  return run(*command_line.options);
+}
+
+}  // namespace dlock::codegen

@@ -1,0 +1,117 @@
+#include "dlock/codegen/weaver.hpp"
+
+#include <clang/Tooling/Core/Replacement.h>
+#include <llvm/Support/Error.h>
+
+namespace dlock::codegen {
+namespace {
+
+constexpr std::string_view kPrelude =
+    "#include <dlock/guard.hpp>\n"
+    "#include <fmt/format.h>\n";
+
+constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
+
+std::string millis_or_unset(const std::optional<Millis>& value) {
+  if (!value) return "{}";
+  return "::dlock::Millis{" + std::to_string(value->count()) + "}";
+}
+
+std::string skip_statement(SkipReturn skip) {
+  switch (skip) {
+    case SkipReturn::kVoid: return " if (!dlock_guard_.entered()) return;";
+    case SkipReturn::kBool: return " if (!dlock_guard_.entered()) return false;";
+    case SkipReturn::kOptional: return " if (!dlock_guard_.entered()) return ::std::nullopt;";
+    case SkipReturn::kNone: break;
+  }
+  return "";
+}
+
+// What replaces a removed attribute: its newlines, so that no line moves, or one space when
+// the removal would glue two tokens together.
+std::string removal_text(std::string_view source, ByteRange range) {
+  std::string text;
+  for (std::size_t i = range.begin; i < range.end; ++i) {
+    if (source[i] == '\n') text += '\n';
+  }
+  auto is_word = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  };
+  if (text.empty() && range.begin > 0 && range.end < source.size() &&
+      is_word(source[range.begin - 1]) && is_word(source[range.end])) {
+    text = " ";
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string line_directive(unsigned line, std::string_view file) {
+  return "#line " + std::to_string(line) + " " + to_string_literal(file);
+}
+
+std::string render_guard_code(const GuardCode& code) {
+  const LockOptions& options = code.options;
+  std::string on_busy = "{}";
+  if (options.on_busy) {
+    on_busy = *options.on_busy == BusyAction::kSkip ? "::dlock::OnBusy::kSkip"
+                                                    : "::dlock::OnBusy::kThrow";
+  }
+  std::string text = "static const ::dlock::GuardSite dlock_guard_site_{";
+  text += to_string_literal(code.name) + ", " + to_string_literal(code.policy) + ", ";
+  text += "::dlock::LockOverrides{" + millis_or_unset(options.lease) + ", " +
+          millis_or_unset(options.wait) + ", " + on_busy + ", " +
+          millis_or_unset(options.min_hold) + ", " + millis_or_unset(options.max_hold) + ", {}}, ";
+  text += code.skip == SkipReturn::kNone ? "false" : "true";
+  text += ", __FILE__, " + std::to_string(code.attribute.line) + "}; ";
+  text += "::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format(";
+  text += to_string_literal(code.key_format);
+  for (const std::string& argument : code.key_arguments) text += ", (" + argument + ")";
+  text += "));";
+  text += skip_statement(code.skip);
+  return text;
+}
+
+WeaveResult weave_source(std::string_view source, std::string_view path,
+                         const std::vector<WeaveEdit>& edits) {
+  WeaveResult result;
+  std::size_t bom = source.substr(0, kUtf8Bom.size()) == kUtf8Bom ? kUtf8Bom.size() : 0;
+  const std::string file(path);
+  clang::tooling::Replacements replacements;
+  auto add = [&](std::size_t offset, std::size_t length, const std::string& text) {
+    // Offsets are in the original file; the BOM is cut before the replacements apply.
+    if (offset < bom) return true;
+    if (llvm::Error error = replacements.add(
+            clang::tooling::Replacement(file, offset - bom, length, text))) {
+      result.error = llvm::toString(std::move(error));
+      return false;
+    }
+    return true;
+  };
+  for (const WeaveEdit& edit : edits) {
+    if (edit.removal && !add(edit.removal->begin, edit.removal->end - edit.removal->begin,
+                             removal_text(source, *edit.removal))) {
+      return result;
+    }
+    const std::string insertion = "\n" + line_directive(edit.code.attribute.line,
+                                                        edit.code.attribute.file) +
+                                  "\n" + render_guard_code(edit.code) + "\n" +
+                                  line_directive(edit.brace.line, edit.brace.file) + "\n";
+    if (!add(edit.body_offset, 0, insertion)) return result;
+  }
+  llvm::Expected<std::string> woven =
+      clang::tooling::applyAllReplacements(llvm::StringRef(source.substr(bom)), replacements);
+  if (!woven) {
+    result.error = llvm::toString(woven.takeError());
+    return result;
+  }
+  result.text = std::string(kPrelude) + line_directive(1, path) + "\n" + *woven;
+  return result;
+}
+
+std::string passthrough_source(std::string_view source, std::string_view path) {
+  if (source.substr(0, kUtf8Bom.size()) == kUtf8Bom) source.remove_prefix(kUtf8Bom.size());
+  return line_directive(1, path) + "\n" + std::string(source);
+}
+
+}  // namespace dlock::codegen

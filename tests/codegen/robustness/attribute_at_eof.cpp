@@ -1,0 +1,1 @@
+[[dlock::guard("x",

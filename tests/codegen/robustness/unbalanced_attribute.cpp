@@ -1,0 +1,2 @@
+// EXPECT-STATUS: 1
+[[dlock::guard("x", (lease=1s]] void f() {}

@@ -1,0 +1,2 @@
+// EXPECT-STATUS: 1
+[[dlock::guard("abc)]] void f() {}

@@ -1,0 +1,3 @@
+// `[[using dlock: guard(...)]]` is the same attribute.
+// EXPECT-STATUS: 0
+[[using dlock: guard("k:<id>")]] void f(int id) { (void)id; }

@@ -1,0 +1,45 @@
+# One golden test: runs dlock-codegen on INPUT and compares the woven file with EXPECTED.
+# The absolute path of the golden directory, which the woven file names in its #line
+# directives, reads as @GOLDEN_DIR@ in EXPECTED so that the files do not depend on where the
+# tree is checked out.
+#
+#   cmake -DCODEGEN=... -DINPUT=... -DEXPECTED=... -DOUTPUT=... -DGOLDEN_DIR=... \
+#         -DFLAGS=... -DDIFF=... -DUPDATE_COMMAND=... -P check_golden.cmake
+#
+# With DLOCK_UPDATE_GOLDEN=1 in the environment, EXPECTED is rewritten instead.
+cmake_minimum_required(VERSION 3.20)
+
+set(command "${CODEGEN}" "${INPUT}" -o "${OUTPUT}" -- ${FLAGS})
+execute_process(COMMAND ${command} RESULT_VARIABLE status ERROR_VARIABLE errors)
+list(JOIN command " " command_text)
+if(NOT status STREQUAL "0")
+  message(FATAL_ERROR "dlock-codegen failed (${status}):\n${errors}\ncommand: ${command_text}")
+endif()
+
+file(READ "${OUTPUT}" actual)
+string(REPLACE "${GOLDEN_DIR}" "@GOLDEN_DIR@" actual "${actual}")
+
+if("$ENV{DLOCK_UPDATE_GOLDEN}" STREQUAL "1")
+  file(WRITE "${EXPECTED}" "${actual}")
+  message(STATUS "updated ${EXPECTED}")
+  return()
+endif()
+
+if(NOT EXISTS "${EXPECTED}")
+  message(FATAL_ERROR "missing ${EXPECTED}\nCreate it with: ${UPDATE_COMMAND}")
+endif()
+file(READ "${EXPECTED}" expected)
+if(actual STREQUAL expected)
+  return()
+endif()
+
+set(normalized "${OUTPUT}.normalized")
+file(WRITE "${normalized}" "${actual}")
+set(difference "(no diff program found; compare ${EXPECTED} with ${normalized})")
+if(DIFF)
+  execute_process(COMMAND "${DIFF}" -u "${EXPECTED}" "${normalized}" OUTPUT_VARIABLE difference)
+endif()
+message(FATAL_ERROR
+  "woven output differs from ${EXPECTED}:\n${difference}\n"
+  "command: ${command_text}\n"
+  "If the new output is right, regenerate the golden files with:\n  ${UPDATE_COMMAND}")

@@ -1,0 +1,6 @@
+#pragma once
+#include <string>
+
+namespace inventory {
+std::string report_title();
+}
