@@ -1,10 +1,20 @@
 -- Releases the lock, if ARGV[1] still owns it, and wakes waiters.
 --
--- KEYS[1]  the lock            KEYS[2]  the release channel
+-- KEYS[1]  the lock            KEYS[2]  the fencing counter of this lock
 -- ARGV[1]  owner id
 -- ARGV[2]  keep-for in ms: > 0 leaves the key to expire then (min_hold), 0 deletes it
+-- ARGV[3]  the release channel (a channel, not a key: in a cluster it is published to
+--          every node, and the script touches only the keys declared above)
+-- ARGV[4]  token floor, 0 for none: the counter is raised to at least this first, so that
+--          every later grant on this server gets a higher token (Redlock: the grant's token
+--          is the highest of several servers' tokens)
+-- ARGV[5]  lifetime of the fencing counter in ms
 --
 -- Returns 1 released, 2 kept until min_hold, 0 gone, -1 held by another owner.
+local floor = tonumber(ARGV[4])
+if floor > 0 and tonumber(redis.call('GET', KEYS[2]) or '0') < floor then
+  redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[5])
+end
 local owner = redis.call('HGET', KEYS[1], 'owner')
 if not owner then
   return 0
@@ -19,5 +29,5 @@ if keep_for > 0 then
   return 2
 end
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', KEYS[2], 'released')
+redis.call('PUBLISH', ARGV[3], 'released')
 return 1

@@ -1,8 +1,15 @@
 -- Extends the lock's time-to-live, if ARGV[1] still owns it.
 --
--- KEYS[1]  the lock            ARGV[1]  owner id    ARGV[2]  new time-to-live in ms
+-- KEYS[1]  the lock            KEYS[2]  the fencing counter of this lock
+-- ARGV[1]  owner id            ARGV[2]  new time-to-live in ms
+-- ARGV[3]  token floor, 0 for none (see release.lua)
+-- ARGV[4]  lifetime of the fencing counter in ms
 --
 -- Returns 1 renewed, 0 gone, -1 held by another owner.
+local floor = tonumber(ARGV[3])
+if floor > 0 and tonumber(redis.call('GET', KEYS[2]) or '0') < floor then
+  redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
+end
 local owner = redis.call('HGET', KEYS[1], 'owner')
 if not owner then
   return 0

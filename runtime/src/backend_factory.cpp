@@ -2,29 +2,40 @@
 
 #include "backend.hpp"
 #include "memory/memory_backend.hpp"
+#include "redis/cluster_backend.hpp"
+#include "redis/redlock_backend.hpp"
+#include "redis/sentinel_backend.hpp"
 #include "redis/single_backend.hpp"
 
 namespace dlock::internal {
 
 std::shared_ptr<Backend> make_backend(const BackendConfig& config, const std::string& service,
                                       std::shared_ptr<Metrics> metrics) {
+  const auto require_endpoints = [&](std::string_view what) {
+    if (config.endpoints.empty()) {
+      throw ConfigError(fmt::format("backends.{}: this backend needs {}", config.name, what));
+    }
+  };
   switch (config.topology) {
     case Topology::kMemory:
       return make_memory_backend(config, service);
     case Topology::kSingle:
-      if (config.endpoints.empty()) {
-        throw ConfigError(fmt::format("backends.{}: a single backend needs an address", config.name));
-      }
+      require_endpoints("an address");
       return make_single_backend(config, service, std::move(metrics));
     case Topology::kSentinel:
+      require_endpoints("at least one sentinel");
+      if (config.master_name.empty()) {
+        throw ConfigError(fmt::format("backends.{}: a sentinel backend needs master_name", config.name));
+      }
+      return make_sentinel_backend(config, service, std::move(metrics));
     case Topology::kCluster:
+      require_endpoints("at least one node");
+      return make_cluster_backend(config, service, std::move(metrics));
     case Topology::kRedlock:
-      break;
+      require_endpoints("at least one instance");
+      return make_redlock_backend(config, service, std::move(metrics));
   }
-  throw ConfigError(fmt::format(
-      "backends.{}: topology sentinel, cluster and redlock are not supported yet by this "
-      "release; use single or memory",
-      config.name));
+  throw ConfigError(fmt::format("backends.{}: unknown topology", config.name));
 }
 
 }  // namespace dlock::internal

@@ -7,6 +7,8 @@
 #include <thread>
 
 #include "dlock/dlock.hpp"
+#include "endpoints.hpp"
+#include "redis_groups.hpp"
 #include "redis_process.hpp"
 
 namespace dlock::test {
@@ -68,11 +70,71 @@ class SingleTopo : public Topo {
   RedisServer server_;
 };
 
+// The server groups are started once per test program, on first use, and stopped at exit;
+// each test keeps to its own service namespace.
+Config group_config(Topology topology, std::vector<Endpoint> endpoints) {
+  Config c = MemoryTopo().config();
+  BackendConfig& b = c.backends["default"];
+  b.topology = topology;
+  b.endpoints = std::move(endpoints);
+  b.connect_timeout = 500ms;
+  b.command_timeout = 500ms;
+  return c;
+}
+
+class SentinelTopo : public Topo {
+ public:
+  Config config() override {
+    static SentinelGroup& group = *[] {
+      SentinelGroup::Options o;
+      o.password = "data-secret";
+      o.sentinel_password = "sentinel-secret";
+      static SentinelGroup g(o);
+      g.start();
+      return &g;
+    }();
+    Config c = group_config(Topology::kSentinel, endpoints_of(group.sentinel_endpoints()));
+    BackendConfig& b = c.backends["default"];
+    b.master_name = group.options().master_name;
+    b.password = group.options().password;
+    b.sentinel_password = group.options().sentinel_password;
+    b.wait_replicas = 1;
+    return c;
+  }
+};
+
+class ClusterTopo : public Topo {
+ public:
+  Config config() override {
+    static RedisClusterGroup& group = *[] {
+      static RedisClusterGroup g;
+      g.start();
+      return &g;
+    }();
+    return group_config(Topology::kCluster, endpoints_of({group.node(0).endpoint()}));
+  }
+};
+
+class RedlockTopo : public Topo {
+ public:
+  Config config() override {
+    static RedlockGroup& group = *[] {
+      static RedlockGroup g(5);
+      g.start();
+      return &g;
+    }();
+    return group_config(Topology::kRedlock, endpoints_of(group.endpoints()));
+  }
+};
+
 class LockContract : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     if (GetParam() == "memory") topo_ = std::make_unique<MemoryTopo>();
     if (GetParam() == "single") topo_ = std::make_unique<SingleTopo>();
+    if (GetParam() == "sentinel") topo_ = std::make_unique<SentinelTopo>();
+    if (GetParam() == "cluster") topo_ = std::make_unique<ClusterTopo>();
+    if (GetParam() == "redlock") topo_ = std::make_unique<RedlockTopo>();
     ASSERT_TRUE(topo_) << GetParam();
   }
   Client make_client() { return Client(topo_->config()); }
@@ -314,7 +376,8 @@ TEST_P(LockContract, ManyThreadsSharingOneClientNeverOverlap) {
   EXPECT_EQ(total, kThreads * kRounds);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, LockContract, ::testing::Values("memory", "single"),
+INSTANTIATE_TEST_SUITE_P(Backends, LockContract,
+                         ::testing::Values("memory", "single", "sentinel", "cluster", "redlock"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -4,7 +4,13 @@
 //   lock_worker CONFIG counter KEY FILE ITERATIONS SLEEP_US
 //   lock_worker CONFIG hold KEY LEASE_MS HOLD_MS     (HOLD_MS 0: until killed)
 //   lock_worker CONFIG churn KEY_BYTES SECONDS        (lock+release a large key in a loop)
+//   lock_worker CONFIG ha-counter KEY FILE STOP_FILE SLEEP_US
+//       (counter until STOP_FILE exists, retrying through failovers; prints
+//        "done count=C unavailable=U lost=L overlaps=O": C increments made while holding
+//        the lock, O times another process was found inside the critical section)
 #include <dlock/dlock.hpp>
+#include <fcntl.h>
+#include <unistd.h>
 #include <fmt/format.h>
 
 #include <chrono>
@@ -97,6 +103,50 @@ int churn(std::size_t key_bytes, int seconds) {
   return 0;
 }
 
+// The counter of `counter`, for tests that fail servers over underneath it: an unavailable
+// backend is waited out rather than fatal, and the worker runs until told to stop.
+int ha_counter(const std::string& key, const std::string& path, const std::string& stop_file,
+               int sleep_us) {
+  dlock::LockSettings settings;
+  settings.lease = 5s;
+  settings.wait = 10s;
+  long count = 0, unavailable = 0, lost = 0, overlaps = 0;
+  // Present while some process is inside the critical section: finding it there means two
+  // processes hold the lock at once.
+  const std::string inside = path + ".inside";
+  say("started");
+  while (!std::ifstream(stop_file).good()) {
+    dlock::Lease lease = dlock::client().acquire(key, settings, "ha-counter");
+    if (!lease) {
+      if (lease.status() == dlock::AcquireStatus::kUnavailable) {
+        ++unavailable;
+        std::this_thread::sleep_for(5ms);
+      }
+      continue;
+    }
+    const int marker = ::open(inside.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+    if (marker < 0) ++overlaps;
+    long value = 0;
+    {
+      std::ifstream in(path);
+      in >> value;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+    {
+      std::ofstream out(path, std::ios::trunc);
+      out << value + 1 << '\n';
+    }
+    ++count;
+    if (marker >= 0) {
+      ::close(marker);
+      ::unlink(inside.c_str());
+    }
+    if (lease.release() == dlock::ReleaseStatus::kLost) ++lost;
+  }
+  say(fmt::format("done count={} unavailable={} lost={} overlaps={}", count, unavailable, lost, overlaps));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -117,6 +167,9 @@ int main(int argc, char** argv) {
     }
     if (mode == "hold" && argc == 6) {
       return hold(argv[3], std::stoi(argv[4]), std::stoi(argv[5]));
+    }
+    if (mode == "ha-counter" && argc == 7) {
+      return ha_counter(argv[3], argv[4], argv[5], std::stoi(argv[6]));
     }
   } catch (const std::exception& e) {
     say(fmt::format("error {}", e.what()));

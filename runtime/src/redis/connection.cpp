@@ -4,6 +4,7 @@
 #include <hiredis/hiredis.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 namespace dlock::internal {
@@ -49,7 +50,12 @@ bool sigpipe_pending() {
 
 }  // namespace
 
+// Guards nest: only the outermost one on a thread touches the signal mask, so that code
+// doing many writes in a row (a fan-out to several servers) pays for it once.
+thread_local int t_sigpipe_guards = 0;
+
 SigpipeGuard::SigpipeGuard() noexcept {
+  if (t_sigpipe_guards++ > 0) return;
   const sigset_t pipe = sigpipe_set();
   was_pending_ = sigpipe_pending();
   if (pthread_sigmask(SIG_BLOCK, &pipe, &previous_) == 0) {
@@ -58,7 +64,8 @@ SigpipeGuard::SigpipeGuard() noexcept {
 }
 
 SigpipeGuard::~SigpipeGuard() {
-  if (!blocked_here_) return;  // the caller had it blocked already: theirs to handle
+  --t_sigpipe_guards;
+  if (!blocked_here_) return;  // an outer guard, or the caller, blocked it: theirs to handle
   if (!was_pending_ && sigpipe_pending()) {
     const sigset_t pipe = sigpipe_set();
     const timespec no_wait{0, 0};
@@ -104,8 +111,42 @@ const redisReply* Reply::element(std::size_t i) const noexcept {
   return raw_->element[i];
 }
 
+ServerError Reply::server_error() const noexcept {
+  if (!is_error()) return ServerError::kNone;
+  const std::string_view t = text();
+  const std::string_view code = t.substr(0, t.find(' '));
+  if (code == "MOVED") return ServerError::kMoved;
+  if (code == "ASK") return ServerError::kAsk;
+  if (code == "TRYAGAIN") return ServerError::kTryAgain;
+  if (code == "CLUSTERDOWN") return ServerError::kClusterDown;
+  if (code == "READONLY") return ServerError::kReadOnly;
+  if (code == "LOADING" || code == "MASTERDOWN" || code == "UNBLOCKED") return ServerError::kNotReady;
+  if (code == "NOSCRIPT") return ServerError::kNoScript;
+  return ServerError::kOther;
+}
+
+std::optional<Redirect> Reply::redirect(const Endpoint& from) const {
+  const ServerError kind = server_error();
+  if (kind != ServerError::kMoved && kind != ServerError::kAsk) return std::nullopt;
+  // "MOVED 3999 127.0.0.1:6381"; IPv6 hosts come without brackets, so split at the last ':'.
+  const std::string_view t = text();
+  const auto first = t.find(' ');
+  const auto second = t.find(' ', first + 1);
+  if (first == std::string_view::npos || second == std::string_view::npos) return std::nullopt;
+  const std::string_view where = t.substr(second + 1);
+  const auto colon = where.rfind(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  Redirect out;
+  out.slot = std::atoi(std::string(t.substr(first + 1, second - first - 1)).c_str());
+  out.target.host = std::string(where.substr(0, colon));
+  out.target.port = std::atoi(std::string(where.substr(colon + 1)).c_str());
+  if (out.target.host.empty() || out.target.host == "?") out.target.host = from.host;
+  if (out.target.port <= 0) return std::nullopt;
+  return out;
+}
+
 std::unique_ptr<Connection> Connection::open(const Endpoint& endpoint, const BackendConfig& config,
-                                             std::string& error) {
+                                             std::string& error, ServerKind kind) {
   redisContext* ctx = redisConnectWithTimeout(endpoint.host.c_str(), endpoint.port,
                                               to_timeval(config.connect_timeout));
   if (ctx == nullptr) {
@@ -131,6 +172,7 @@ std::unique_ptr<Connection> Connection::open(const Endpoint& endpoint, const Bac
       return nullptr;
     }
   }
+  if (kind == ServerKind::kSentinel) return conn;
   if (config.database != 0) {
     const std::string db = std::to_string(config.database);
     Reply select = conn->command({"SELECT", db});
@@ -189,6 +231,41 @@ void Connection::append(const std::vector<std::string_view>& argv) {
   if (redisAppendCommandArgv(ctx_, static_cast<int>(argv.size()), ptrs.data(), lens.data()) != REDIS_OK) {
     broken_ = true;
   }
+}
+
+int Connection::fd() const noexcept { return ctx_->fd; }
+
+bool Connection::flush() {
+  if (broken_) return false;
+  SigpipeGuard no_sigpipe;
+  int done = 0;
+  while (!done) {
+    if (redisBufferWrite(ctx_, &done) != REDIS_OK) {
+      broken_ = true;
+      return false;
+    }
+  }
+  return true;
+}
+
+bool Connection::read_available() {
+  if (broken_) return false;
+  if (redisBufferRead(ctx_) != REDIS_OK) {
+    broken_ = true;
+    return false;
+  }
+  return true;
+}
+
+std::optional<Reply> Connection::next_reply() {
+  if (broken_) return std::nullopt;
+  void* raw = nullptr;
+  if (redisGetReplyFromReader(ctx_, &raw) != REDIS_OK) {
+    broken_ = true;
+    return std::nullopt;
+  }
+  if (raw == nullptr) return std::nullopt;
+  return Reply::ok(static_cast<redisReply*>(raw));
 }
 
 Reply Connection::read_reply() {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +18,25 @@ struct redisContext;
 struct redisReply;
 
 namespace dlock::internal {
+
+/// Error replies that tell a client to go elsewhere or to try again.
+enum class ServerError {
+  kNone,         ///< not an error reply
+  kMoved,        ///< MOVED slot host:port: the slot lives elsewhere now (cluster)
+  kAsk,          ///< ASK slot host:port: this one command goes elsewhere, after ASKING
+  kTryAgain,     ///< TRYAGAIN: the slot is being migrated; retry shortly
+  kClusterDown,  ///< CLUSTERDOWN: the cluster cannot serve the slot right now
+  kReadOnly,     ///< READONLY: a replica (a former master, after a failover)
+  kNotReady,     ///< LOADING, MASTERDOWN, UNBLOCKED: a server changing role or starting up
+  kNoScript,     ///< NOSCRIPT: the script cache is empty
+  kOther,
+};
+
+/// Where a MOVED or ASK error points.
+struct Redirect {
+  int slot = 0;
+  Endpoint target;
+};
 
 /// A reply, or why there is none.
 class Reply {
@@ -44,6 +64,12 @@ class Reply {
   /// Element i of an array reply (nullptr when out of range or not an array).
   [[nodiscard]] const redisReply* element(std::size_t i) const noexcept;
 
+  /// What an error reply means to a client that routes commands (kNone when not an error).
+  [[nodiscard]] ServerError server_error() const noexcept;
+  /// The target of a MOVED or ASK error. A redirect naming no host (`MOVED 1 :7001`) means
+  /// the host of `from`, the server that sent it.
+  [[nodiscard]] std::optional<Redirect> redirect(const Endpoint& from) const;
+
  private:
   struct Free {
     void operator()(redisReply* r) const noexcept;
@@ -53,12 +79,16 @@ class Reply {
   std::unique_ptr<redisReply, Free> raw_;
 };
 
+/// A data server has a dataset and a clock; a sentinel has neither (no SELECT, no TIME).
+enum class ServerKind { kData, kSentinel };
+
 class Connection {
  public:
   /// Connects, authenticates and selects the database. Returns nullptr and sets `error`
   /// (never containing the password) on failure.
   static std::unique_ptr<Connection> open(const Endpoint& endpoint, const BackendConfig& config,
-                                          std::string& error);
+                                          std::string& error,
+                                          ServerKind kind = ServerKind::kData);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -68,6 +98,16 @@ class Connection {
   /// Pipelining: queue commands, then read their replies in order.
   void append(const std::vector<std::string_view>& argv);
   Reply read_reply();
+
+  /// Non-blocking use, for talking to several servers at once from one thread: append,
+  /// flush, then poll fd() for input, read_available() and take next_reply() until it is
+  /// empty. flush() and read_available() return false (and break the connection) on error.
+  bool flush();
+  [[nodiscard]] int fd() const noexcept;
+  bool read_available();
+  std::optional<Reply> next_reply();
+  /// Gives up on replies still owed (a deadline passed): the connection is out of step.
+  void abandon() noexcept { broken_ = true; }
 
   /// After a timeout or an I/O error the connection is out of step and must be dropped.
   [[nodiscard]] bool broken() const noexcept { return broken_; }
@@ -90,7 +130,8 @@ class Connection {
 
 /// Blocks SIGPIPE on this thread while hiredis writes: a write to a socket the server has
 /// closed must fail with EPIPE, not end the user's process. A SIGPIPE raised meanwhile is
-/// consumed before the thread's signal mask is restored.
+/// consumed before the thread's signal mask is restored. Guards nest; only the outermost
+/// changes the mask.
 class SigpipeGuard {
  public:
   SigpipeGuard() noexcept;

@@ -30,6 +30,14 @@ void ConnectionPool::clear() {
   dropped.swap(idle_);
 }
 
+ConnectionPool::Handle ConnectionPool::take_idle() {
+  std::lock_guard lock(mutex_);
+  if (idle_.empty()) return {};
+  auto conn = std::move(idle_.back());
+  idle_.pop_back();
+  return Handle(this, std::move(conn), true);
+}
+
 ConnectionPool::Handle ConnectionPool::take(Clock::time_point deadline, std::string& error) {
   std::unique_lock lock(mutex_);
   for (;;) {

@@ -40,6 +40,8 @@ class ConnectionPool {
   /// An idle connection, or a new one while fewer than pool_size exist; otherwise waits
   /// for one until `deadline`. An empty handle comes with `error` set.
   Handle take(Clock::time_point deadline, std::string& error);
+  /// An idle connection if there is one; never opens one and never waits.
+  Handle take_idle();
 
   /// Runs `call` on a connection. If a reused connection turns out to be dead before it
   /// could have applied anything (the server restarted, an idle socket was closed), tries

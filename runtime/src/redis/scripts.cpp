@@ -25,6 +25,12 @@ std::vector<std::string_view> eval_argv(std::string_view verb, std::string_view 
   return argv;
 }
 
+std::vector<std::string_view> views(const std::vector<std::string>& strings) {
+  return {strings.begin(), strings.end()};
+}
+
+bool is_noscript(const Reply& reply) { return reply.server_error() == ServerError::kNoScript; }
+
 }  // namespace
 
 const Script& acquire_script() {
@@ -40,22 +46,57 @@ const Script& release_script() {
   return s;
 }
 
-bool is_noscript(const Reply& reply) {
-  return reply.ok() && reply.is_error() && reply.text().substr(0, 8) == "NOSCRIPT";
-}
-
-void append_script(Connection& conn, const Script& script, const std::vector<std::string_view>& keys,
-                   const std::vector<std::string_view>& args) {
-  std::string nkeys;
-  conn.append(eval_argv("EVALSHA", script.sha, keys, args, nkeys));
-}
-
 Reply run_script(Connection& conn, const Script& script, const std::vector<std::string_view>& keys,
                  const std::vector<std::string_view>& args) {
   std::string nkeys;
   Reply reply = conn.command(eval_argv("EVALSHA", script.sha, keys, args, nkeys));
   if (!is_noscript(reply)) return reply;
   return conn.command(eval_argv("EVAL", script.text, keys, args, nkeys));
+}
+
+void ScriptCall::append(Connection& conn, bool eval) const {
+  std::string nkeys;
+  conn.append(eval_argv(eval ? "EVAL" : "EVALSHA", eval ? script->text : script->sha, views(keys),
+                        views(args), nkeys));
+}
+
+Reply ScriptCall::run(Connection& conn, bool asking) const {
+  if (!asking) return run_script(conn, *script, views(keys), views(args));
+  for (bool eval : {false, true}) {
+    conn.append({"ASKING"});
+    append(conn, eval);
+    Reply ok = conn.read_reply();
+    if (!ok.ok()) return ok;
+    Reply reply = conn.read_reply();
+    if (!is_noscript(reply)) return reply;
+  }
+  return Reply::failed(Reply::Status::kBroken, "NOSCRIPT after EVAL");
+}
+
+std::vector<Reply> run_pipeline(Connection& conn, const std::vector<const ScriptCall*>& calls,
+                                const std::vector<std::string_view>& trailer) {
+  const std::size_t total = calls.size() + (trailer.empty() ? 0 : 1);
+  std::vector<Reply> replies;
+  replies.reserve(total);
+  auto fail_rest = [&](const Reply& failure) {
+    while (replies.size() < total) replies.push_back(Reply::failed(failure.status(), failure.error()));
+    return std::move(replies);
+  };
+  for (const ScriptCall* call : calls) call->append(conn);
+  if (!trailer.empty()) conn.append(trailer);
+  std::vector<std::size_t> unknown_script;
+  for (std::size_t i = 0; i < total; ++i) {
+    Reply reply = conn.read_reply();
+    if (!reply.ok()) return fail_rest(reply);
+    if (i < calls.size() && is_noscript(reply)) unknown_script.push_back(i);
+    replies.push_back(std::move(reply));
+  }
+  if (unknown_script.empty()) return replies;
+  for (std::size_t i : unknown_script) calls[i]->append(conn, true);
+  if (!trailer.empty()) conn.append(trailer);
+  for (std::size_t i : unknown_script) replies[i] = conn.read_reply();
+  if (!trailer.empty()) replies.back() = conn.read_reply();
+  return replies;
 }
 
 }  // namespace dlock::internal

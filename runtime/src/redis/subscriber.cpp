@@ -18,12 +18,14 @@ std::string_view str(const redisReply* r) {
 
 }  // namespace
 
-Subscriber::Subscriber(Endpoint endpoint, BackendConfig config, std::shared_ptr<Metrics> metrics)
+Subscriber::Subscriber(std::vector<Endpoint> endpoints, BackendConfig config, ServerKind kind,
+                       ReleaseSignals& signals, std::shared_ptr<Metrics> metrics)
     : config_(std::move(config)),
+      kind_(kind),
+      signals_(signals),
       metrics_(std::move(metrics)),
-      signals_([this](const std::string& channel, bool wanted) { interest(channel, wanted); }),
       wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
-      endpoint_(std::move(endpoint)),
+      endpoints_(std::move(endpoints)),
       thread_([this] { run(); }) {}
 
 Subscriber::~Subscriber() {
@@ -53,35 +55,44 @@ void Subscriber::interest(const std::string& channel, bool wanted) {
 void Subscriber::retarget(Endpoint endpoint) {
   {
     std::lock_guard lock(mutex_);
-    if (endpoint == endpoint_) return;
-    endpoint_ = std::move(endpoint);
+    if (endpoints_.size() == 1 && endpoints_.front() == endpoint) return;
+    endpoints_ = {std::move(endpoint)};
+    next_endpoint_ = 0;
     retargeted_ = true;
   }
   wake();
 }
 
-std::unique_ptr<ReleaseWatch> Subscriber::watch(const std::string& channel) {
-  auto watch = signals_.watch(channel);
+void Subscriber::set_endpoints(std::vector<Endpoint> endpoints) {
+  std::lock_guard lock(mutex_);
+  endpoints_ = std::move(endpoints);
+  next_endpoint_ = 0;
+}
+
+void Subscriber::await_subscribed(const std::string& channel, Clock::time_point deadline) {
   std::unique_lock lock(mutex_);
-  confirmed_cv_.wait_for(lock, config_.command_timeout,
-                         [&] { return stopping_ || down_ || active_.count(channel) > 0; });
-  return watch;
+  confirmed_cv_.wait_until(lock, deadline,
+                           [&] { return stopping_ || down_ || active_.count(channel) > 0; });
 }
 
 bool Subscriber::connect() {
   Endpoint target;
   {
     std::lock_guard lock(mutex_);
-    target = endpoint_;
     retargeted_ = false;
+    if (!endpoints_.empty()) {
+      next_endpoint_ %= endpoints_.size();
+      target = endpoints_[next_endpoint_];
+    }
   }
-  std::string error;
-  auto conn = Connection::open(target, config_, error);
+  std::string error = "no server to subscribe to yet";
+  auto conn = target.host.empty() ? nullptr : Connection::open(target, config_, error, kind_);
   if (!conn) {
     log(LogLevel::kDebug, "subscriber: {}", error);
     {
       std::lock_guard lock(mutex_);
       down_ = true;
+      ++next_endpoint_;  // try the next server next time
     }
     confirmed_cv_.notify_all();
     return false;
@@ -195,6 +206,29 @@ void Subscriber::run() {
     if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) read_messages();
   }
   conn_.reset();
+}
+
+ReleaseFeed::ReleaseFeed(const std::vector<std::vector<Endpoint>>& sources,
+                         const BackendConfig& config, std::shared_ptr<Metrics> metrics,
+                         ServerKind kind)
+    : confirm_timeout_(config.command_timeout),
+      signals_([this](const std::string& channel, bool wanted) {
+        for (auto& subscriber : subscribers_) subscriber->interest(channel, wanted);
+      }) {
+  for (const auto& endpoints : sources) {
+    subscribers_.push_back(
+        std::make_unique<Subscriber>(endpoints, config, kind, signals_, metrics));
+  }
+}
+
+// The subscribers' threads end before the signals they notify go.
+ReleaseFeed::~ReleaseFeed() { subscribers_.clear(); }
+
+std::unique_ptr<ReleaseWatch> ReleaseFeed::watch(const std::string& channel) {
+  auto watch = signals_.watch(channel);
+  const auto deadline = Clock::now() + confirm_timeout_;
+  for (auto& subscriber : subscribers_) subscriber->await_subscribed(channel, deadline);
+  return watch;
 }
 
 }  // namespace dlock::internal

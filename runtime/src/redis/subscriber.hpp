@@ -1,7 +1,13 @@
-// One pub/sub connection per Redis backend, on its own thread, serving every waiter in the
-// process: it subscribes to a lock's release channel while anyone waits for that lock and
+// Release notifications over Redis pub/sub. A Subscriber is one pub/sub connection on its own
+// thread: it subscribes to a lock's release channel while anyone waits for that lock and
 // wakes the waiters when a release is published. If the connection drops it reconnects
-// and resubscribes; meanwhile waiters fall back to polling.
+// (to the next server of its list) and resubscribes; meanwhile waiters fall back to polling.
+// A ReleaseFeed is what a backend owns: the waiters' signals and the subscribers feeding them.
+//
+//   ReleaseFeed feed({{master}}, config, metrics);        // single, sentinel, cluster
+//   ReleaseFeed feed({{a}, {b}, {c}}, config, metrics);   // Redlock: any instance wakes
+//   auto watch = feed.watch(lock_keys(service, key).channel);
+//   watch->wait_until(Clock::now() + poll_interval);
 #pragma once
 
 #include <atomic>
@@ -12,6 +18,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "metrics.hpp"
 #include "redis/connection.hpp"
@@ -21,20 +28,24 @@ namespace dlock::internal {
 
 class Subscriber {
  public:
-  Subscriber(Endpoint endpoint, BackendConfig config, std::shared_ptr<Metrics> metrics);
+  /// Listens on the first reachable server of `endpoints` (moving on to the next after a
+  /// failed connect) for the channels `signals` has watchers for, and notifies `signals`.
+  Subscriber(std::vector<Endpoint> endpoints, BackendConfig config, ServerKind kind,
+             ReleaseSignals& signals, std::shared_ptr<Metrics> metrics);
   ~Subscriber();
   Subscriber(const Subscriber&) = delete;
   Subscriber& operator=(const Subscriber&) = delete;
 
-  /// Arms a watch on `channel`; waits (up to the command timeout) until the subscription
-  /// is confirmed, so that a release published after this returns is not missed.
-  std::unique_ptr<ReleaseWatch> watch(const std::string& channel);
-
-  /// Points the subscriber at another server (after a failover); resubscribes everything.
+  /// Queues a SUBSCRIBE (wanted) or UNSUBSCRIBE; ReleaseSignals' interest hook calls this.
+  void interest(const std::string& channel, bool wanted);
+  /// Waits until `channel` is subscribed, the server is found unreachable, or `deadline`.
+  void await_subscribed(const std::string& channel, Clock::time_point deadline);
+  /// Points the subscriber at another server now (after a failover); resubscribes everything.
   void retarget(Endpoint endpoint);
+  /// Replaces the servers to try after a failed connect; a live connection stays.
+  void set_endpoints(std::vector<Endpoint> endpoints);
 
  private:
-  void interest(const std::string& channel, bool wanted);
   void run();
   bool connect();
   void disconnect(const std::string& why);
@@ -42,14 +53,16 @@ class Subscriber {
   void read_messages();
   void wake() noexcept;
 
-  BackendConfig config_;
+  const BackendConfig config_;
+  const ServerKind kind_;
+  ReleaseSignals& signals_;
   const std::shared_ptr<Metrics> metrics_;
-  ReleaseSignals signals_;
   int wake_fd_ = -1;
 
   std::mutex mutex_;
   std::condition_variable confirmed_cv_;
-  Endpoint endpoint_;
+  std::vector<Endpoint> endpoints_;
+  std::size_t next_endpoint_ = 0;
   bool retargeted_ = false;
   std::deque<std::pair<std::string, bool>> pending_;  // (channel, subscribe?)
   std::set<std::string> active_;                        // confirmed subscriptions
@@ -60,6 +73,28 @@ class Subscriber {
 
   std::unique_ptr<Connection> conn_;  // used by the subscriber thread only
   std::thread thread_;
+};
+
+/// The release notifications of one backend: the waiters' signals, fed by one Subscriber
+/// per source. Any source's message wakes the waiters of that channel.
+class ReleaseFeed {
+ public:
+  /// One Subscriber per entry of `sources`, each with the servers it may use, in order.
+  ReleaseFeed(const std::vector<std::vector<Endpoint>>& sources, const BackendConfig& config,
+              std::shared_ptr<Metrics> metrics, ServerKind kind = ServerKind::kData);
+  ~ReleaseFeed();
+
+  /// Arms a watch on `channel` and waits (up to the command timeout) until every reachable
+  /// source has subscribed, so that a release published after this returns is not missed.
+  std::unique_ptr<ReleaseWatch> watch(const std::string& channel);
+  [[nodiscard]] Subscriber& source(std::size_t i) { return *subscribers_.at(i); }
+  /// Wakes the watchers of `channel` as if a message had come.
+  void notify(const std::string& channel) { signals_.notify(channel); }
+
+ private:
+  const Millis confirm_timeout_;
+  ReleaseSignals signals_;
+  std::vector<std::unique_ptr<Subscriber>> subscribers_;
 };
 
 }  // namespace dlock::internal

@@ -1,0 +1,363 @@
+#include "redis/cluster_backend.hpp"
+
+#include <fmt/format.h>
+#include <hiredis/hiredis.h>
+
+#include <array>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "log.hpp"
+#include "redis/crc16.hpp"
+#include "redis/keys.hpp"
+#include "redis/lock_scripts.hpp"
+#include "redis/pool.hpp"
+#include "redis/subscriber.hpp"
+
+namespace dlock::internal {
+namespace {
+
+constexpr int kMaxRedirects = 16;
+constexpr Millis kFirstBackoff{2};
+constexpr Millis kMaxBackoff{50};
+
+/// Which master serves each slot, as one node saw it.
+struct SlotMap {
+  std::vector<Endpoint> masters;
+  std::vector<Endpoint> nodes;  ///< masters and replicas: anyone can carry pub/sub
+  std::array<std::int16_t, kClusterSlots> owner{};  ///< index into masters; -1: nobody
+};
+
+std::string_view text_of(const redisReply* r) {
+  return r != nullptr && r->str != nullptr ? std::string_view(r->str, r->len) : std::string_view{};
+}
+
+// One node entry of CLUSTER SLOTS: [host, port, id, ...]. An empty or '?' host means the
+// node did not know its own address: it is the one we asked.
+std::optional<Endpoint> node_of(const redisReply* entry, const Endpoint& asked) {
+  if (entry == nullptr || entry->type != REDIS_REPLY_ARRAY || entry->elements < 2 ||
+      entry->element[1]->type != REDIS_REPLY_INTEGER) {
+    return std::nullopt;
+  }
+  Endpoint node{std::string(text_of(entry->element[0])), static_cast<int>(entry->element[1]->integer)};
+  if (node.host.empty() || node.host == "?") node.host = asked.host;
+  return node;
+}
+
+std::shared_ptr<SlotMap> parse_slots(const Reply& reply, const Endpoint& asked) {
+  const redisReply* raw = reply.get();
+  if (raw == nullptr || raw->type != REDIS_REPLY_ARRAY || raw->elements == 0) return nullptr;
+  auto map = std::make_shared<SlotMap>();
+  map->owner.fill(-1);
+  auto index_of = [](std::vector<Endpoint>& list, const Endpoint& e) {
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (list[i] == e) return i;
+    }
+    list.push_back(e);
+    return list.size() - 1;
+  };
+  for (std::size_t r = 0; r < raw->elements; ++r) {
+    const redisReply* range = raw->element[r];
+    if (range->type != REDIS_REPLY_ARRAY || range->elements < 3 ||
+        range->element[0]->type != REDIS_REPLY_INTEGER || range->element[1]->type != REDIS_REPLY_INTEGER) {
+      return nullptr;
+    }
+    const auto master = node_of(range->element[2], asked);
+    if (!master) return nullptr;
+    const auto index = static_cast<std::int16_t>(index_of(map->masters, *master));
+    index_of(map->nodes, *master);
+    for (std::size_t n = 3; n < range->elements; ++n) {
+      if (auto replica = node_of(range->element[n], asked)) index_of(map->nodes, *replica);
+    }
+    const long long first = range->element[0]->integer, last = range->element[1]->integer;
+    for (long long slot = std::max(0LL, first); slot <= std::min<long long>(last, kClusterSlots - 1); ++slot) {
+      map->owner[static_cast<std::size_t>(slot)] = index;
+    }
+  }
+  return map;
+}
+
+void pause_until(Clock::time_point deadline, Millis& backoff) {
+  const auto now = Clock::now();
+  if (now < deadline) std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
+  backoff = std::min(backoff * 2, kMaxBackoff);
+}
+
+class ClusterBackend final : public Backend {
+ public:
+  ClusterBackend(BackendConfig config, std::string service, std::shared_ptr<Metrics> metrics)
+      : config_(std::move(config)), service_(std::move(service)), metrics_(std::move(metrics)) {}
+
+  GrantReply acquire(const GrantRequest& request) override {
+    const LockKeys keys = lock_keys(service_, request.key.str());
+    return grant_of(routed(key_slot(keys.lock), request.give_up_at, [&](Connection& conn, bool asking) {
+      return acquire_call(keys, request, request.lease, conn.server_time_us(request.give_up_at))
+          .run(conn, asking);
+    }));
+  }
+
+  void renew(std::vector<RenewItem>& items) override {
+    const auto deadline = Clock::now() + config_.command_timeout;
+    std::vector<ScriptCall> calls;
+    std::vector<int> slots;
+    calls.reserve(items.size());
+    for (const auto& item : items) {
+      const LockKeys keys = lock_keys(service_, item.key->str());
+      slots.push_back(key_slot(keys.lock));
+      calls.push_back(renew_call(keys, item.owner, item.ttl));
+    }
+    // One pipeline per master for the items its slots hold, as the map says.
+    std::map<std::size_t, std::vector<std::size_t>> by_master;
+    std::vector<std::size_t> unrouted;
+    const auto map = slot_map(deadline);
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const int owner = map ? map->owner[static_cast<std::size_t>(slots[i])] : -1;
+      if (owner < 0) {
+        unrouted.push_back(i);
+      } else {
+        by_master[static_cast<std::size_t>(owner)].push_back(i);
+      }
+    }
+    for (const auto& [master, indexes] : by_master) {
+      std::vector<const ScriptCall*> pipeline;
+      for (std::size_t i : indexes) pipeline.push_back(&calls[i]);
+      std::vector<Reply> replies;
+      pool_for(map->masters[master])->run([&](Connection& conn) {
+        replies = run_pipeline(conn, pipeline);
+        return Reply::ok(nullptr);
+      });
+      for (std::size_t k = 0; k < indexes.size(); ++k) {
+        const bool answered = k < replies.size() && replies[k].ok() &&
+                              replies[k].server_error() == ServerError::kNone;
+        if (answered) {
+          items[indexes[k]].outcome = renew_outcome_of(replies[k]);
+        } else {
+          unrouted.push_back(indexes[k]);  // moved, migrating or unreachable: one by one
+        }
+      }
+    }
+    for (std::size_t i : unrouted) {
+      items[i].outcome = renew_outcome_of(routed(slots[i], deadline, [&](Connection& conn, bool asking) {
+        return calls[i].run(conn, asking);
+      }));
+    }
+  }
+
+  ReleaseOutcome release(const Key& key, std::string_view owner, Millis keep_for) noexcept override {
+    try {
+      const LockKeys keys = lock_keys(service_, key.str());
+      const ScriptCall call = release_call(keys, owner, keep_for);
+      return release_outcome_of(routed(key_slot(keys.lock), Clock::now() + config_.command_timeout,
+                                       [&](Connection& conn, bool asking) { return call.run(conn, asking); }));
+    } catch (...) {
+      return ReleaseOutcome::kUnavailable;
+    }
+  }
+
+  std::unique_ptr<ReleaseWatch> watch(const Key& key) override {
+    return feed().watch(lock_keys(service_, key.str()).channel);
+  }
+
+  const BackendConfig& config() const override { return config_; }
+
+ private:
+  // Runs `call` on the master of `slot`, following MOVED and ASK, and retrying TRYAGAIN,
+  // CLUSTERDOWN and unreachable nodes with back-off until `deadline`. Every script is
+  // idempotent for one owner, so running it again is safe.
+  template <typename Call>
+  Reply routed(int slot, Clock::time_point deadline, const Call& call) {
+    std::optional<Endpoint> target = master_of(slot, deadline);
+    bool asking = false;
+    int redirects = 0;
+    Millis backoff = kFirstBackoff;
+    for (;;) {
+      if (!target) {
+        if (Clock::now() >= deadline) {
+          return Reply::failed(Reply::Status::kNotSent,
+                               fmt::format("no node of backend '{}' serves slot {}: {}", config_.name,
+                                           slot, last_refresh_error()));
+        }
+        pause_until(deadline, backoff);
+        refresh(deadline, std::nullopt);
+        target = master_of(slot, deadline);
+        continue;
+      }
+      const Endpoint here = *target;
+      Reply reply = pool_for(here)->run([&](Connection& conn) { return call(conn, asking); });
+      asking = false;
+      if (reply.status() == Reply::Status::kTimeout) return reply;  // may have been applied
+      const ServerError error = reply.ok() ? reply.server_error() : ServerError::kNone;
+      const bool unreachable = !reply.ok();
+      if (!unreachable && (error == ServerError::kNone || error == ServerError::kOther ||
+                           error == ServerError::kNoScript)) {
+        return reply;
+      }
+      if (Clock::now() >= deadline) return reply;
+      log(LogLevel::kDebug, "cluster: slot {} on {}: {}", slot, to_string(here),
+          unreachable ? reply.error() : std::string(reply.text()));
+      switch (error) {
+        case ServerError::kMoved:
+        case ServerError::kAsk: {
+          const auto redirect = reply.redirect(here);
+          if (!redirect || ++redirects > kMaxRedirects) return reply;
+          target = redirect->target;
+          if (error == ServerError::kAsk) {
+            asking = true;
+          } else {
+            note_moved(redirect->slot, redirect->target);
+          }
+          break;
+        }
+        case ServerError::kTryAgain:
+          pause_until(deadline, backoff);  // the slot is migrating: ask the same node again
+          break;
+        default:  // CLUSTERDOWN, READONLY, LOADING, unreachable: the map may be stale
+          pause_until(deadline, backoff);
+          refresh(deadline, unreachable ? std::nullopt : std::optional<Endpoint>(here));
+          target = master_of(slot, deadline);
+          break;
+      }
+    }
+  }
+
+  std::shared_ptr<const SlotMap> slot_map(Clock::time_point deadline) {
+    {
+      std::lock_guard lock(map_mutex_);
+      if (map_) return map_;
+    }
+    refresh(deadline, std::nullopt);
+    std::lock_guard lock(map_mutex_);
+    return map_;
+  }
+
+  std::optional<Endpoint> master_of(int slot, Clock::time_point deadline) {
+    const auto map = slot_map(deadline);
+    if (!map) return std::nullopt;
+    const int owner = map->owner[static_cast<std::size_t>(slot)];
+    if (owner < 0) return std::nullopt;
+    return map->masters[static_cast<std::size_t>(owner)];
+  }
+
+  // MOVED is authoritative for its slot: patch the map at once, then read the whole map
+  // again (a MOVED rarely comes alone: a reshard or a failover moved many slots).
+  void note_moved(int slot, const Endpoint& target) {
+    {
+      std::lock_guard lock(map_mutex_);
+      if (map_) {
+        auto patched = std::make_shared<SlotMap>(*map_);
+        auto it = std::find(patched->masters.begin(), patched->masters.end(), target);
+        if (it == patched->masters.end()) {
+          patched->masters.push_back(target);
+          it = patched->masters.end() - 1;
+        }
+        patched->owner[static_cast<std::size_t>(slot)] =
+            static_cast<std::int16_t>(it - patched->masters.begin());
+        map_ = std::move(patched);
+      }
+    }
+    refresh(Clock::now() + config_.command_timeout, target);
+  }
+
+  // Reads CLUSTER SLOTS from `first`, else the known masters, else the seed nodes. Calls
+  // that pile up behind one refresh reuse its result.
+  void refresh(Clock::time_point deadline, std::optional<Endpoint> first) {
+    const std::uint64_t seen = refreshes_.load();
+    std::lock_guard refreshing(refresh_mutex_);
+    if (refreshes_.load() != seen) return;
+    std::vector<Endpoint> candidates;
+    if (first) candidates.push_back(*first);
+    {
+      std::lock_guard lock(map_mutex_);
+      if (map_) candidates.insert(candidates.end(), map_->masters.begin(), map_->masters.end());
+    }
+    candidates.insert(candidates.end(), config_.endpoints.begin(), config_.endpoints.end());
+    std::string errors;
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+      if (std::find(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(i),
+                    candidates[i]) != candidates.begin() + static_cast<std::ptrdiff_t>(i)) {
+        continue;  // asked already
+      }
+      if (i > 0 && Clock::now() >= deadline) break;
+      const Endpoint& node = candidates[i];
+      Reply reply = pool_for(node)->run([](Connection& conn) { return conn.command({"CLUSTER", "SLOTS"}); });
+      std::shared_ptr<SlotMap> map = reply.ok() && !reply.is_error() ? parse_slots(reply, node) : nullptr;
+      if (!map) {
+        errors += fmt::format("{}{}: {}", errors.empty() ? "" : "; ", to_string(node),
+                              reply.ok() ? (reply.is_error() ? std::string(reply.text()) : "no slots")
+                                         : reply.error());
+        continue;
+      }
+      std::vector<Endpoint> listeners = config_.endpoints;
+      for (const auto& n : map->nodes) {
+        if (std::find(listeners.begin(), listeners.end(), n) == listeners.end()) listeners.push_back(n);
+      }
+      {
+        std::lock_guard lock(map_mutex_);
+        map_ = std::move(map);
+        refresh_error_.clear();
+      }
+      ++refreshes_;
+      std::lock_guard lock(feed_mutex_);
+      if (feed_) feed_->source(0).set_endpoints(std::move(listeners));
+      return;
+    }
+    std::lock_guard lock(map_mutex_);
+    refresh_error_ = errors.empty() ? "no node answered in time" : errors;
+    ++refreshes_;
+  }
+
+  std::string last_refresh_error() {
+    std::lock_guard lock(map_mutex_);
+    return refresh_error_.empty() ? "the slot is not assigned" : refresh_error_;
+  }
+
+  std::shared_ptr<ConnectionPool> pool_for(const Endpoint& node) {
+    std::lock_guard lock(pools_mutex_);
+    auto& pool = pools_[to_string(node)];
+    if (!pool) pool = std::make_shared<ConnectionPool>(node, config_);
+    return pool;
+  }
+
+  ReleaseFeed& feed() {
+    std::lock_guard lock(feed_mutex_);
+    if (!feed_) {
+      std::vector<Endpoint> listeners = config_.endpoints;
+      {
+        std::lock_guard map_lock(map_mutex_);
+        if (map_) {
+          for (const auto& n : map_->nodes) {
+            if (std::find(listeners.begin(), listeners.end(), n) == listeners.end()) listeners.push_back(n);
+          }
+        }
+      }
+      feed_ = std::make_unique<ReleaseFeed>(std::vector<std::vector<Endpoint>>{listeners}, config_, metrics_);
+    }
+    return *feed_;
+  }
+
+  const BackendConfig config_;
+  const std::string service_;
+  const std::shared_ptr<Metrics> metrics_;
+
+  std::mutex map_mutex_;
+  std::shared_ptr<const SlotMap> map_;
+  std::string refresh_error_;
+  std::mutex refresh_mutex_;
+  std::atomic<std::uint64_t> refreshes_{0};
+
+  std::mutex pools_mutex_;
+  std::map<std::string, std::shared_ptr<ConnectionPool>> pools_;
+
+  std::mutex feed_mutex_;
+  std::unique_ptr<ReleaseFeed> feed_;
+};
+
+}  // namespace
+
+std::shared_ptr<Backend> make_cluster_backend(const BackendConfig& config, const std::string& service,
+                                              std::shared_ptr<Metrics> metrics) {
+  return std::make_shared<ClusterBackend>(config, service, std::move(metrics));
+}
+
+}  // namespace dlock::internal

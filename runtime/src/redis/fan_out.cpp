@@ -1,0 +1,104 @@
+#include "redis/fan_out.hpp"
+
+#include <poll.h>
+
+#include <fmt/format.h>
+
+namespace dlock::internal {
+namespace {
+
+// Which calls of one request go out in this round, and where their replies go.
+struct Round {
+  std::vector<std::size_t> calls;
+  std::size_t received = 0;
+};
+
+void fail_rest(FanOutRequest& request, Round& round, Reply::Status status, const std::string& why) {
+  for (; round.received < round.calls.size(); ++round.received) {
+    request.replies[round.calls[round.received]] = Reply::failed(status, why);
+  }
+}
+
+// Sends the round's calls (as EVAL when `eval`) and reads their replies until `deadline`.
+void run_round(std::vector<FanOutRequest>& requests, std::vector<Round>& rounds, bool eval,
+               Clock::time_point deadline) {
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    auto& request = requests[i];
+    if (rounds[i].calls.empty()) continue;
+    for (std::size_t c : rounds[i].calls) request.calls[c]->append(*request.conn, eval);
+    if (!request.conn->flush()) {
+      fail_rest(request, rounds[i], Reply::Status::kBroken,
+                fmt::format("connection to {} failed", to_string(request.conn->endpoint())));
+    }
+  }
+  std::vector<pollfd> fds;
+  std::vector<std::size_t> owners;
+  for (;;) {
+    fds.clear();
+    owners.clear();
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      if (rounds[i].received < rounds[i].calls.size()) {
+        fds.push_back(pollfd{requests[i].conn->fd(), POLLIN, 0});
+        owners.push_back(i);
+      }
+    }
+    if (fds.empty()) return;
+    const auto left = std::chrono::ceil<Millis>(deadline - Clock::now()).count();
+    if (left <= 0 || ::poll(fds.data(), fds.size(), static_cast<int>(left)) == 0) break;
+    for (std::size_t f = 0; f < fds.size(); ++f) {
+      if ((fds[f].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      auto& request = requests[owners[f]];
+      auto& round = rounds[owners[f]];
+      if (!request.conn->read_available()) {
+        fail_rest(request, round, Reply::Status::kBroken,
+                  fmt::format("connection to {} failed", to_string(request.conn->endpoint())));
+        continue;
+      }
+      while (round.received < round.calls.size()) {
+        auto reply = request.conn->next_reply();
+        if (!reply) break;
+        request.replies[round.calls[round.received++]] = std::move(*reply);
+      }
+    }
+  }
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (rounds[i].received < rounds[i].calls.size()) {
+      requests[i].conn->abandon();
+      fail_rest(requests[i], rounds[i], Reply::Status::kTimeout,
+                fmt::format("no reply from {} in time", to_string(requests[i].conn->endpoint())));
+    }
+  }
+}
+
+}  // namespace
+
+void fan_out(std::vector<FanOutRequest>& requests, Clock::time_point deadline) {
+  SigpipeGuard no_sigpipe;  // once for all the writes below
+  std::vector<Round> rounds(requests.size());
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    auto& request = requests[i];
+    request.replies.clear();
+    request.replies.resize(request.calls.size());
+    for (std::size_t c = 0; c < request.calls.size(); ++c) {
+      if (request.conn == nullptr) {
+        request.replies[c] = Reply::failed(Reply::Status::kNotSent, "no connection");
+      } else {
+        rounds[i].calls.push_back(c);
+      }
+    }
+  }
+  run_round(requests, rounds, false, deadline);
+  bool again = false;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    rounds[i] = Round{};
+    for (std::size_t c = 0; c < requests[i].calls.size(); ++c) {
+      if (requests[i].replies[c].server_error() == ServerError::kNoScript) {
+        rounds[i].calls.push_back(c);
+        again = true;
+      }
+    }
+  }
+  if (again) run_round(requests, rounds, true, deadline);
+}
+
+}  // namespace dlock::internal

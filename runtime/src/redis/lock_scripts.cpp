@@ -1,0 +1,97 @@
+#include "redis/lock_scripts.hpp"
+
+#include <hiredis/hiredis.h>
+
+#include <algorithm>
+
+#include "owner.hpp"
+
+namespace dlock::internal {
+namespace {
+
+std::string millis_text(Millis d) { return std::to_string(d.count()); }
+
+const std::string& fence_lifetime_text() {
+  static const std::string text = millis_text(kFenceLifetime);
+  return text;
+}
+
+bool element_integer(const Reply& reply, std::size_t i, long long& out) {
+  const redisReply* e = reply.element(i);
+  if (e == nullptr || e->type != REDIS_REPLY_INTEGER) return false;
+  out = e->integer;
+  return true;
+}
+
+}  // namespace
+
+ScriptCall acquire_call(const LockKeys& keys, const GrantRequest& request, Millis key_ttl,
+                        std::int64_t not_after_us) {
+  return ScriptCall{&acquire_script(),
+                    {keys.lock, keys.fence},
+                    {std::string(request.owner), millis_text(key_ttl), std::to_string(not_after_us),
+                     host_name(), std::to_string(process_id()), std::to_string(thread_id()),
+                     std::string(request.name), fence_lifetime_text()}};
+}
+
+ScriptCall renew_call(const LockKeys& keys, std::string_view owner, Millis ttl,
+                      std::uint64_t token_floor) {
+  return ScriptCall{&renew_script(),
+                    {keys.lock, keys.fence},
+                    {std::string(owner), millis_text(ttl), std::to_string(token_floor),
+                     fence_lifetime_text()}};
+}
+
+ScriptCall release_call(const LockKeys& keys, std::string_view owner, Millis keep_for,
+                        std::uint64_t token_floor) {
+  return ScriptCall{&release_script(),
+                    {keys.lock, keys.fence},
+                    {std::string(owner), millis_text(keep_for), keys.channel,
+                     std::to_string(token_floor), fence_lifetime_text()}};
+}
+
+GrantReply grant_of(const Reply& reply) {
+  GrantReply out;
+  out.kind = GrantReply::Kind::kUnavailable;
+  if (!reply.ok()) {
+    out.outcome_unknown = reply.status() != Reply::Status::kNotSent;
+    out.error = reply.error();
+    return out;
+  }
+  long long code = 0, value = 0;
+  if (reply.is_error() || !element_integer(reply, 0, code) || !element_integer(reply, 1, value)) {
+    out.error = reply.is_error() ? std::string(reply.text()) : "unexpected reply to acquire";
+    return out;
+  }
+  if (code == 1) {
+    out.kind = GrantReply::Kind::kAcquired;
+    out.token = static_cast<std::uint64_t>(value);
+  } else if (code == 0) {
+    out.kind = GrantReply::Kind::kBusy;
+    out.ttl = Millis{std::max(0LL, value)};
+  } else {
+    out.error = "the server answered after the command timeout; nothing was taken";
+  }
+  return out;
+}
+
+RenewOutcome renew_outcome_of(const Reply& reply) {
+  if (!reply.ok() || !reply.is_integer()) return RenewOutcome::kUnavailable;
+  switch (reply.integer()) {
+    case 1: return RenewOutcome::kRenewed;
+    case 0: return RenewOutcome::kGone;
+    default: return RenewOutcome::kTaken;
+  }
+}
+
+ReleaseOutcome release_outcome_of(const Reply& reply) {
+  if (!reply.ok() || !reply.is_integer()) return ReleaseOutcome::kUnavailable;
+  switch (reply.integer()) {
+    case 1: return ReleaseOutcome::kReleased;
+    case 2: return ReleaseOutcome::kKept;
+    case 0: return ReleaseOutcome::kGone;
+    default: return ReleaseOutcome::kTaken;
+  }
+}
+
+}  // namespace dlock::internal

@@ -1,0 +1,38 @@
+// The calls of the three lock scripts and what their replies mean, shared by every Redis
+// topology: a topology decides which server gets a call, this file what the call is.
+//
+//   ScriptCall call = acquire_call(lock_keys(service, key), request, request.lease,
+//                                  conn.server_time_us(request.give_up_at));
+//   GrantReply grant = grant_of(call.run(conn));
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "backend.hpp"
+#include "redis/keys.hpp"
+#include "redis/scripts.hpp"
+
+namespace dlock::internal {
+
+/// How long a fencing counter outlives its last grant; after that, tokens continue from the
+/// server clock (see acquire.lua).
+inline constexpr Millis kFenceLifetime{7LL * 24 * 3600 * 1000};
+
+/// acquire.lua: take the lock for `request.owner` with a time-to-live of `key_ttl`, unless
+/// the server's clock has passed `not_after_us` (Connection::server_time_us; 0: no limit).
+[[nodiscard]] ScriptCall acquire_call(const LockKeys& keys, const GrantRequest& request,
+                                      Millis key_ttl, std::int64_t not_after_us);
+/// renew.lua. A `token_floor` above 0 also raises the fencing counter to it (Redlock).
+[[nodiscard]] ScriptCall renew_call(const LockKeys& keys, std::string_view owner, Millis ttl,
+                                    std::uint64_t token_floor = 0);
+/// release.lua; `keep_for` > 0 leaves the key to expire then (min_hold).
+[[nodiscard]] ScriptCall release_call(const LockKeys& keys, std::string_view owner,
+                                      Millis keep_for, std::uint64_t token_floor = 0);
+
+/// What a reply to acquire_call() means; no reply or an error reply is kUnavailable.
+[[nodiscard]] GrantReply grant_of(const Reply& reply);
+[[nodiscard]] RenewOutcome renew_outcome_of(const Reply& reply);
+[[nodiscard]] ReleaseOutcome release_outcome_of(const Reply& reply);
+
+}  // namespace dlock::internal

@@ -1,0 +1,18 @@
+// The `redlock` topology: N independent masters asked in parallel, each within a per-node
+// timeout well under the lease (min(command_timeout, lease/10)). A lock is held when a
+// quorum of N/2+1 granted it before the lease ran out; otherwise it is released on every
+// instance. Renewals need the quorum too. See docs/TOPOLOGIES.md for the guarantees,
+// including what the fencing token means here.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "backend.hpp"
+
+namespace dlock::internal {
+
+std::shared_ptr<Backend> make_redlock_backend(const BackendConfig& config, const std::string& service,
+                                              std::shared_ptr<Metrics> metrics);
+
+}  // namespace dlock::internal

@@ -1,0 +1,174 @@
+// The cluster backend against a real Redis Cluster (3 masters + 3 replicas): slot routing,
+// and a lock loop over 1,000 keys that runs through a reshard and a manual failover without
+// an error the library could have retried and without two holders of one key.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <random>
+#include <thread>
+
+#include "ha_fixtures.hpp"
+#include "redis/crc16.hpp"
+#include "redis/keys.hpp"
+
+namespace dlock::test {
+namespace {
+
+TEST(ClusterSlots, Crc16MatchesKnownValuesAndClusterKeyslot) {
+  EXPECT_EQ(internal::crc16("123456789"), 0x31C3);
+  EXPECT_EQ(internal::key_slot("foo"), 12182);
+  EXPECT_EQ(internal::key_slot("{user1000}.following"), internal::key_slot("{user1000}.followers"));
+  EXPECT_EQ(internal::key_slot("foo{}{bar}"), internal::crc16("foo{}{bar}") & 16383);
+  EXPECT_EQ(internal::key_slot("foo{{bar}}zap"), internal::crc16("{bar") & 16383);
+
+  RedisServerOptions options;
+  options.cluster = true;
+  RedisServer node(options);
+  node.start();
+  RedisAdmin admin(node);
+  std::vector<std::string> keys = {"", "a", "{", "}", "{}", "{a}", "a{b}c", "{a}{b}", "x{}y{z}",
+                                   std::string("\0\xff{\x01}", 5), std::string(1000, 'k')};
+  std::mt19937 rng(7);
+  for (int i = 0; i < 300; ++i) {
+    std::string key;
+    const int length = static_cast<int>(rng() % 24);
+    for (int c = 0; c < length; ++c) key.push_back(static_cast<char>("ab{}:%\x00\xfe"[rng() % 8]));
+    keys.push_back(key);
+  }
+  for (const std::string service : {"shop", "a:b"}) {
+    for (const std::string user_key : {"order:{7}", "", "}{", "x%3A"}) {
+      const auto lock = internal::lock_keys(service, user_key);
+      keys.insert(keys.end(), {lock.lock, lock.fence, lock.channel});
+      EXPECT_EQ(internal::key_slot(lock.lock), internal::key_slot(lock.fence));
+      EXPECT_EQ(internal::key_slot(lock.lock), internal::key_slot(lock.channel));
+    }
+  }
+  for (const auto& key : keys) {
+    EXPECT_EQ(internal::key_slot(key), admin.integer({"CLUSTER", "KEYSLOT", key})) << "key of " << key.size() << " bytes";
+  }
+}
+
+class ClusterLoop {
+ public:
+  ClusterLoop(const Config& config, std::vector<std::string> keys, int threads)
+      : keys_(std::move(keys)), holders_(keys_.size()) {
+    for (int t = 0; t < threads; ++t) {
+      clients_.push_back(std::make_unique<Client>(config));
+      threads_.emplace_back([this, t] { run(*clients_[static_cast<std::size_t>(t)], static_cast<unsigned>(t)); });
+    }
+  }
+  ~ClusterLoop() { stop(); }
+  void stop() {
+    stop_ = true;
+    for (auto& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+  std::atomic<long> cycles{0}, violations{0}, busy{0}, unavailable{0}, bad_releases{0}, losses{0};
+  std::string first_error;
+
+ private:
+  void run(Client& client, unsigned seed) {
+    std::mt19937 rng(seed);
+    while (!stop_) {
+      const std::size_t k = rng() % keys_.size();
+      Lease lease = client.acquire(keys_[k], settings(5s, 2s));
+      if (!lease) {
+        (lease.status() == AcquireStatus::kBusy ? busy : unavailable)++;
+        record(lease.error());
+        continue;
+      }
+      if (holders_[k].fetch_add(1) != 0) ++violations;
+      std::this_thread::sleep_for(std::chrono::microseconds(rng() % 200));
+      if (lease.lost()) ++losses;
+      holders_[k].fetch_sub(1);
+      const auto released = lease.release();
+      if (released != ReleaseStatus::kReleased) {
+        ++bad_releases;
+        record(std::string("release: ") + to_string(released));
+      }
+      ++cycles;
+    }
+  }
+  void record(const std::string& error) {
+    std::lock_guard lock(mutex_);
+    if (first_error.empty()) first_error = error;
+  }
+
+  std::vector<std::string> keys_;
+  std::vector<std::atomic<int>> holders_;
+  std::vector<std::unique_ptr<Client>> clients_;
+  std::vector<std::thread> threads_;
+  std::atomic<bool> stop_{false};
+  std::mutex mutex_;
+};
+
+TEST(Cluster, LockLoopOverAThousandKeysSurvivesAReshardAndAManualFailover) {
+  RedisClusterGroup cluster;
+  cluster.start();
+  const int from = cluster.master_of_slot(0);
+  const int to = cluster.master_of_slot(16383);
+  ASSERT_GE(from, 0);
+  ASSERT_GE(to, 0);
+  ASSERT_NE(from, to);
+
+  Config config = topology_config(Topology::kCluster, endpoints_of({cluster.node(static_cast<std::size_t>(from)).endpoint()}));
+  // The budget for redirects and retries, and for a write parked on the old master while
+  // CLUSTER FAILOVER pauses it (until the replica has taken over; seconds under load).
+  config.backends["default"].command_timeout = 5000ms;
+  // 1,000 keys, all in the slots the reshard moves (it takes the source's lowest slots).
+  constexpr int kMovedSlots = 1000;
+  std::vector<std::string> keys;
+  for (int i = 0; keys.size() < 1000; ++i) {
+    const std::string key = "item:" + std::to_string(i);
+    if (internal::key_slot(internal::lock_keys(config.service, key).lock) < kMovedSlots) keys.push_back(key);
+  }
+  // Count the redirects the library followed (it logs each at debug level).
+  static std::atomic<long> moved{0}, ask{0}, try_again{0};
+  set_log_level(LogLevel::kDebug);
+  set_log_sink([](LogLevel level, std::string_view line) {
+    if (level >= LogLevel::kWarn) std::fprintf(stderr, "dlock: %.*s\n", static_cast<int>(line.size()), line.data());
+    if (line.find(": MOVED ") != std::string_view::npos) ++moved;
+    if (line.find(": ASK ") != std::string_view::npos) ++ask;
+    if (line.find(": TRYAGAIN") != std::string_view::npos) ++try_again;
+  });
+  ClusterLoop loop(config, keys, 4);
+  ASSERT_TRUE(wait_until([&] { return loop.cycles >= 200; }, 20s));
+
+  const auto reshard_start = Clock::now();
+  const long before_reshard = loop.cycles;
+  const auto reshard = cluster.reshard(static_cast<std::size_t>(from), static_cast<std::size_t>(to), kMovedSlots, 120s);
+  ASSERT_EQ(reshard.status, 0) << reshard.output;
+  ASSERT_TRUE(cluster.wait_ok(30s));
+  EXPECT_EQ(cluster.master_of_slot(0), to);
+  const long long reshard_ms = elapsed_ms(reshard_start);
+  const long during_reshard = loop.cycles - before_reshard;
+
+  const int replica = cluster.replica_of(static_cast<std::size_t>(to));
+  ASSERT_GE(replica, 0);
+  const auto failover_start = Clock::now();
+  const long before_failover = loop.cycles;
+  cluster.failover(static_cast<std::size_t>(replica), 30s);
+  EXPECT_EQ(cluster.master_of_slot(0), replica);
+  ASSERT_TRUE(wait_until([&] { return loop.cycles >= before_failover + 500; }, 20s));
+  const long long failover_ms = elapsed_ms(failover_start);
+  loop.stop();
+
+  set_log_sink(nullptr);
+  set_log_level(LogLevel::kInfo);
+  std::printf("[ measure ] cluster: reshard of %d slots took %lld ms (%ld lock cycles meanwhile); "
+              "CLUSTER FAILOVER and 500 cycles took %lld ms; %ld cycles in all, %ld busy; followed "
+              "%ld MOVED, %ld ASK, %ld TRYAGAIN\n",
+              kMovedSlots, reshard_ms, during_reshard, failover_ms, loop.cycles.load(), loop.busy.load(),
+              moved.load(), ask.load(), try_again.load());
+  EXPECT_GT(moved.load(), 0);
+  EXPECT_EQ(loop.violations, 0) << "two holders of one key at once";
+  EXPECT_EQ(loop.unavailable, 0) << loop.first_error;
+  EXPECT_EQ(loop.bad_releases, 0) << loop.first_error;
+  EXPECT_EQ(loop.losses, 0);
+  EXPECT_GT(during_reshard, 0);
+}
+
+}  // namespace
+}  // namespace dlock::test

@@ -1,0 +1,189 @@
+// The Redlock backend against independent redis-servers: quorum arithmetic for every
+// pattern of foreign holders, dead instances, instances restarted empty, and fencing
+// tokens across quorums.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "ha_fixtures.hpp"
+#include "redis/keys.hpp"
+
+namespace dlock::test {
+namespace {
+
+class Redlock : public ::testing::Test {
+ protected:
+  void SetUp() override { group.start(); }
+
+  Config config(std::size_t instances) {
+    auto all = endpoints_of(group.endpoints());
+    all.resize(instances);
+    return topology_config(Topology::kRedlock, all);
+  }
+  std::string lock_key(const std::string& key) {
+    return internal::lock_keys(unique_service(), key).lock;
+  }
+  std::string fence_key(const std::string& key) {
+    return internal::lock_keys(unique_service(), key).fence;
+  }
+  std::optional<std::string> owner_on(std::size_t i, const std::string& key) {
+    RedisAdmin admin(group.instance(i));
+    return admin.string({"HGET", lock_key(key), "owner"});
+  }
+
+  RedlockGroup group{5};
+};
+
+TEST_F(Redlock, AcquiresIffAMajorityIsFreeForEveryPatternOfForeignHolders) {
+  for (const std::size_t n : {3u, 5u}) {
+    Client client(config(n));
+    const std::size_t quorum = n / 2 + 1;
+    for (unsigned mask = 0; mask < (1u << n); ++mask) {
+      const std::string key = "pattern-" + std::to_string(n) + "-" + std::to_string(mask);
+      for (std::size_t i = 0; i < n; ++i) {
+        if ((mask & (1u << i)) == 0) continue;
+        RedisAdmin admin(group.instance(i));
+        admin.command({"HSET", lock_key(key), "owner", "foreign", "token", "1"});
+        admin.command({"PEXPIRE", lock_key(key), "30000"});
+      }
+      const std::size_t free = n - static_cast<std::size_t>(std::popcount(mask));
+      Lease lease = client.try_acquire(key, settings(10s));
+      const std::string pattern = "N=" + std::to_string(n) + " held elsewhere: mask " + std::to_string(mask);
+      if (free >= quorum) {
+        ASSERT_TRUE(lease) << pattern << ": " << lease.error();
+        EXPECT_EQ(lease.release(), ReleaseStatus::kReleased) << pattern;
+      } else {
+        EXPECT_EQ(lease.status(), AcquireStatus::kBusy) << pattern << ": " << lease.error();
+      }
+      for (std::size_t i = 0; i < n; ++i) {
+        const auto owner = owner_on(i, key);
+        if (mask & (1u << i)) {
+          EXPECT_EQ(owner, "foreign") << pattern << ", instance " << i << ": a foreign lock was touched";
+        } else {
+          EXPECT_FALSE(owner.has_value()) << pattern << ", instance " << i << ": our key was left behind";
+        }
+      }
+    }
+  }
+}
+
+TEST_F(Redlock, TwoOfFiveDownStillLocksAndThreeOfFiveDownIsUnavailableWithinTheTimeouts) {
+  Client client(config(5));
+  group.instance(0).kill();
+  group.instance(1).kill();
+  {
+    Lease lease = client.acquire("two-down", settings(1500ms));
+    ASSERT_TRUE(lease) << lease.error();
+    std::this_thread::sleep_for(1600ms);  // renewals (every 500 ms) on 3 of 5
+    EXPECT_FALSE(lease.lost());
+    EXPECT_GE(client.metrics().renewals, 3u);
+    EXPECT_EQ(lease.release(), ReleaseStatus::kReleased);
+  }
+  Lease held = client.acquire("held-through", settings(900ms));
+  ASSERT_TRUE(held);
+  std::atomic<bool> lost{false};
+  held.view().on_lost([&](const LeaseView&) { lost = true; });
+
+  group.instance(2).kill();
+  const auto start = Clock::now();
+  Lease refused = client.acquire("three-down", settings(10s, 5s));
+  const auto took = elapsed_ms(start);
+  std::printf("[ measure ] redlock 3 of 5 down: refused after %lld ms\n", took);
+  EXPECT_EQ(refused.status(), AcquireStatus::kUnavailable) << refused.error();
+  EXPECT_NE(refused.error().find("a quorum is 3"), std::string::npos) << refused.error();
+  EXPECT_LE(took, 500 + 1000 + 300);
+  EXPECT_TRUE(wait_until([&] { return lost.load(); }, 3s)) << "a lease without a quorum must expire";
+  EXPECT_EQ(held.view().loss_reason(), LossReason::kExpired);
+}
+
+TEST_F(Redlock, ThreeUnresponsiveInstancesFailWithinThePerNodeTimeoutAndLeaveNoKey) {
+  Client client(config(5));
+  ASSERT_TRUE(client.try_acquire("warm-up", settings(2s)));  // pooled connections to all five
+  for (std::size_t i = 0; i < 3; ++i) group.instance(i).pause();
+  const auto start = Clock::now();
+  Lease lease = client.try_acquire("paused", settings(2s));  // per-node timeout: 2s / 10
+  const auto took = elapsed_ms(start);
+  for (std::size_t i = 0; i < 3; ++i) group.instance(i).resume();
+  std::printf("[ measure ] redlock 3 of 5 paused: refused after %lld ms (per-node timeout 200 ms)\n", took);
+  EXPECT_EQ(lease.status(), AcquireStatus::kUnavailable) << lease.error();
+  EXPECT_GE(took, 200 - 5);
+  EXPECT_LE(took, 200 + 300);
+  // The paused instances run the late requests when they resume; none may leave a lock.
+  std::this_thread::sleep_for(300ms);
+  for (std::size_t i = 0; i < 5; ++i) {
+    EXPECT_FALSE(owner_on(i, "paused").has_value()) << "instance " << i;
+  }
+  EXPECT_TRUE(client.try_acquire("paused", settings(2s)));
+}
+
+TEST_F(Redlock, AnInstanceRestartedEmptyGetsTheKeyBackAtTheNextRenewal) {
+  Client a(config(3)), b(config(3));
+  Lease lease = a.acquire("restarted", settings(900ms));
+  ASSERT_TRUE(lease);
+  const auto owner = owner_on(0, "restarted");
+  ASSERT_TRUE(owner.has_value());
+  group.instance(0).restart_empty();
+  EXPECT_EQ(b.try_acquire("restarted", settings(5s)).status(), AcquireStatus::kBusy);
+  EXPECT_FALSE(owner_on(0, "restarted").has_value()) << "the refused acquisition left its key";
+  EXPECT_TRUE(wait_until([&] { return owner_on(0, "restarted") == owner; }, 2s))
+      << "the renewal did not restore the key on the restarted instance";
+  EXPECT_FALSE(lease.lost());
+  EXPECT_EQ(lease.release(), ReleaseStatus::kReleased);
+}
+
+TEST_F(Redlock, RestartsWithoutDelayCanAdmitASecondHolderWhoseRivalLearnsAtItsNextRenewal) {
+  Client a(config(3)), b(config(3));
+  group.instance(2).stop();
+  Lease first = a.acquire("split", settings(1500ms));  // held on instances 0 and 1 only
+  ASSERT_TRUE(first) << first.error();
+  std::atomic<long long> lost_after{-1};
+  group.instance(2).start();
+  group.instance(1).restart_empty();  // no delayed restart: instance 1 forgets the lock
+  const auto second_at = Clock::now();
+  first.view().on_lost([&](const LeaseView&) { lost_after = elapsed_ms(second_at); });
+  Lease second = b.try_acquire("split", settings(5s));
+  ASSERT_TRUE(second) << "instances 1 and 2 are a quorum that does not know the first lock";
+  EXPECT_TRUE(wait_until([&] { return lost_after.load() >= 0; }, 3s));
+  std::printf("[ measure ] redlock restart without delay: the first holder learned of the second "
+              "after %lld ms (lease 1500 ms, renewal every 500 ms)\n", lost_after.load());
+  EXPECT_LE(lost_after.load(), 1500) << "the first holder must learn within one lease";
+  EXPECT_EQ(first.view().loss_reason(), LossReason::kTaken);
+  EXPECT_FALSE(second.lost());
+}
+
+TEST_F(Redlock, FencingTokensIncreaseAcrossQuorumsThatShareOneInstance) {
+  Client a(config(3)), b(config(3));
+  // Instance 0 issues far higher tokens than the others (its clock runs ahead, say).
+  const auto ahead = std::chrono::duration_cast<std::chrono::microseconds>(
+                         std::chrono::system_clock::now().time_since_epoch() + std::chrono::hours(1))
+                         .count();
+  RedisAdmin(group.instance(0)).command({"SET", fence_key("fenced"), std::to_string(ahead)});
+  std::uint64_t first_token = 0;
+  {
+    Lease first = a.acquire("fenced", settings(5s));
+    ASSERT_TRUE(first);
+    first_token = first.token();
+    EXPECT_GT(first_token, static_cast<std::uint64_t>(ahead)) << "the token is the highest of the quorum's";
+  }
+  group.instance(0).stop();  // the next quorum is {1, 2}, whose counters the release raised
+  Lease second = b.acquire("fenced", settings(5s));
+  ASSERT_TRUE(second) << second.error();
+  EXPECT_GT(second.token(), first_token);
+}
+
+TEST(RedlockConfig, TheSameInstanceListedTwiceIsRefusedWhenTheConfigIsLoaded) {
+  try {
+    (void)parse_config("backends:\n  default:\n    topology: redlock\n    instances:\n"
+                       "      - 127.0.0.1:6380\n      - 127.0.0.1:6381\n      - redis://127.0.0.1:6380\n",
+                       "dup.yaml");
+    FAIL() << "a duplicate instance was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("listed twice"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dlock::test
