@@ -31,16 +31,59 @@ function(dlock_weave target)
   set(includes "$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>")
   set(defines "$<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>")
   set(standard "$<TARGET_PROPERTY:${target},CXX_STANDARD>")
+  set(options "$<TARGET_PROPERTY:${target},COMPILE_OPTIONS>")
+  # The flags of the build type too (-DNDEBUG, ...), so that the generator sees the same
+  # #if branches as the compiler; flags clang does not know are dropped by the generator.
+  separate_arguments(config_flags UNIX_COMMAND "${CMAKE_CXX_FLAGS}")
+  foreach(config IN ITEMS Debug Release RelWithDebInfo MinSizeRel)
+    string(TOUPPER "${config}" upper)
+    separate_arguments(flags_of_config UNIX_COMMAND "${CMAKE_CXX_FLAGS_${upper}}")
+    foreach(flag IN LISTS flags_of_config)
+      list(APPEND config_flags "$<$<CONFIG:${config}>:${flag}>")
+    endforeach()
+  endforeach()
 
   set(woven_sources "")
   foreach(source IN LISTS sources)
+    if(source MATCHES "\\$<")
+      # Its guards would silently stay unwoven: refuse rather than build an unguarded program.
+      message(FATAL_ERROR "dlock_weave(${target}): the source '${source}' is a generator "
+                          "expression, which dlock_weave cannot weave; list the file itself")
+    endif()
     get_filename_component(extension "${source}" LAST_EXT)
     string(TOLOWER "${extension}" extension)
-    if(source MATCHES "^\\$<" OR NOT extension MATCHES "^\\.(cpp|cc|cxx|c\\+\\+)$")
-      list(APPEND woven_sources "${source}")  # headers, C files, generator expressions
+    if(NOT extension MATCHES "^\\.(cpp|cc|cxx|c\\+\\+)$")
+      list(APPEND woven_sources "${source}")  # headers, C files
       continue()
     endif()
+    # A relative name is the source directory's file, or else (like CMake itself does) a
+    # file generated in the binary directory.
     get_filename_component(absolute "${source}" ABSOLUTE BASE_DIR "${source_dir}")
+    if(NOT IS_ABSOLUTE "${source}" AND NOT EXISTS "${absolute}")
+      get_source_file_property(generated "${binary_dir}/${source}" TARGET_DIRECTORY ${target} GENERATED)
+      if(generated)
+        set(absolute "${binary_dir}/${source}")
+      endif()
+    endif()
+    # What the source itself adds to the compile: kept for the generator and the woven file.
+    get_source_file_property(source_defines "${source}" TARGET_DIRECTORY ${target} COMPILE_DEFINITIONS)
+    get_source_file_property(source_includes "${source}" TARGET_DIRECTORY ${target} INCLUDE_DIRECTORIES)
+    get_source_file_property(source_options "${source}" TARGET_DIRECTORY ${target} COMPILE_OPTIONS)
+    foreach(list_name IN ITEMS source_defines source_includes source_options)
+      if(NOT ${list_name})  # unset properties read as NOTFOUND
+        set(${list_name} "")
+      endif()
+    endforeach()
+    set(source_flags "")
+    foreach(define IN LISTS source_defines)
+      list(APPEND source_flags "-D${define}")
+    endforeach()
+    foreach(include IN LISTS source_includes)
+      list(APPEND source_flags "-I${include}")
+    endforeach()
+    if(source_options)
+      list(APPEND source_flags ${source_options})
+    endif()
     get_filename_component(original_dir "${absolute}" DIRECTORY)
     file(RELATIVE_PATH relative "${source_dir}" "${absolute}")
     if(relative MATCHES "^\\.\\./")
@@ -57,6 +100,7 @@ function(dlock_weave target)
               "$<$<BOOL:${includes}>:-I$<JOIN:${includes},;-I>>"
               "$<$<BOOL:${defines}>:-D$<JOIN:${defines},;-D>>"
               "$<$<BOOL:${standard}>:-std=c++${standard}>"
+              "${options}" ${config_flags} ${source_flags}
               -iquote "${original_dir}"
       DEPENDS "${absolute}" dlock::codegen
       DEPFILE "${woven}.d"
@@ -65,9 +109,19 @@ function(dlock_weave target)
       VERBATIM)
     # The woven file lives in the build tree: its quoted includes are still found next to
     # the original.
+    set(woven_options "-iquote;${original_dir}")
+    if(source_options)
+      list(PREPEND woven_options ${source_options})
+    endif()
     set_source_files_properties("${woven}" PROPERTIES
       GENERATED TRUE
-      COMPILE_OPTIONS "-iquote;${original_dir}")
+      COMPILE_OPTIONS "${woven_options}")
+    if(source_defines)
+      set_source_files_properties("${woven}" PROPERTIES COMPILE_DEFINITIONS "${source_defines}")
+    endif()
+    if(source_includes)
+      set_source_files_properties("${woven}" PROPERTIES INCLUDE_DIRECTORIES "${source_includes}")
+    endif()
     list(APPEND woven_sources "${woven}")
   endforeach()
   set_property(TARGET ${target} PROPERTY SOURCES ${woven_sources})

@@ -16,7 +16,7 @@ int main() {
     fmt::print(stderr, "{}\n", e.what());
     return 2;
   }
-  dlock::Client& locks = dlock::client();
+  dlock::Client locks = dlock::client();
 
   // Settings come from the YAML file (defaults, policies, per-lock overrides) ...
   dlock::LockSettings settings = locks.config().resolve("quickstart", "", {});

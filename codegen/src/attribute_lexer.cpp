@@ -268,6 +268,11 @@ std::vector<ArgToken> lex_arguments(std::string_view text) {
   std::vector<ArgToken> tokens;
   (void)lex_balanced(lexer, open, &tokens);
   for (ArgToken& token : tokens) token.offset -= 1;
+  // A literal left open at the end of `text` runs into the ')' added above; only the last
+  // token can, and it keeps just its part of `text`.
+  if (!tokens.empty() && tokens.back().offset + tokens.back().text.size() > text.size()) {
+    tokens.back().text.resize(text.size() - tokens.back().offset);
+  }
   return tokens;
 }
 

@@ -29,5 +29,7 @@ if keep_for > 0 then
   return 2
 end
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', ARGV[3], 'released')
+-- The release has happened; a notification refused (say, an ACL user without channel
+-- permissions) only costs waiters a poll, so it must not turn the release into an error.
+redis.pcall('PUBLISH', ARGV[3], 'released')
 return 1

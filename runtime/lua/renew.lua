@@ -5,7 +5,8 @@
 -- ARGV[3]  token floor, 0 for none (see release.lua)
 -- ARGV[4]  lifetime of the fencing counter in ms
 --
--- Returns 1 renewed, 0 gone, -1 held by another owner.
+-- Returns 1 renewed, 0 gone, -1 held by another owner, 2 already released (kept only until
+-- min_hold: a renewal racing the release must not extend it).
 local floor = tonumber(ARGV[3])
 if floor > 0 and tonumber(redis.call('GET', KEYS[2]) or '0') < floor then
   redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
@@ -16,6 +17,9 @@ if not owner then
 end
 if owner ~= ARGV[1] then
   return -1
+end
+if redis.call('HEXISTS', KEYS[1], 'released') == 1 then
+  return 2
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1

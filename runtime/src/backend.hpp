@@ -6,10 +6,12 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "dlock/admin.hpp"
 #include "dlock/config.hpp"
 #include "dlock/key.hpp"
 #include "metrics.hpp"
@@ -76,6 +78,37 @@ class Backend {
   virtual std::unique_ptr<ReleaseWatch> watch(const Key& key) = 0;
 
   [[nodiscard]] virtual const BackendConfig& config() const = 0;
+
+  // Admin operations for tools (dlock::Admin, dlockctl). They throw BackendUnavailable
+  // when the servers cannot be reached; the defaults throw AdminNotSupported.
+
+  /// Locks held now whose user key matches the glob `pattern`, in any order.
+  virtual std::vector<LockInfo> admin_list(std::string_view pattern) {
+    (void)pattern;
+    throw AdminNotSupported(unsupported("list"));
+  }
+  /// The lock on `key`, or nothing.
+  virtual std::optional<LockInfo> admin_inspect(const Key& key) {
+    (void)key;
+    throw AdminNotSupported(unsupported("inspect"));
+  }
+  /// Deletes the lock on `key` whoever owns it, notifies waiters and records `who` (with
+  /// the server's time and the removed owner) in the audit list. Returns what was removed.
+  virtual std::optional<LockInfo> admin_force_release(const Key& key, const AuditEntry& who) {
+    (void)key;
+    (void)who;
+    throw AdminNotSupported(unsupported("force release"));
+  }
+  /// Recorded forced releases, newest first.
+  virtual std::vector<AuditEntry> admin_history(std::size_t limit) {
+    (void)limit;
+    throw AdminNotSupported(unsupported("history"));
+  }
+
+ private:
+  std::string unsupported(std::string_view what) const {
+    return std::string(what) + " is not supported by backend '" + config().name + "'";
+  }
 };
 
 /// Builds the backend for one configuration entry. Throws ConfigError for a topology this

@@ -1,5 +1,10 @@
 #include <cstdlib>
+#include <pthread.h>
+
 #include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "client_core.hpp"
 #include "dlock/dlock.hpp"
@@ -24,7 +29,26 @@ MetricsSnapshot Client::metrics() const { return core_->metrics().snapshot(); }
 namespace {
 
 std::mutex g_client_mutex;
-std::unique_ptr<Client> g_client;
+std::optional<Client> g_client;
+std::optional<Config> g_inherited_config;  // a forked child's: its parent's configuration
+
+// A forked child has none of the parent's threads (watchdog, subscriber), so the inherited
+// process-wide client cannot work there. The child leaves it behind, never destroyed
+// (destroying it would join threads that do not exist, and close sockets the parent still
+// uses), and its next dlock::client() builds a fresh one.
+void lock_before_fork() { g_client_mutex.lock(); }
+void unlock_in_parent() { g_client_mutex.unlock(); }
+void reset_in_child() {
+  if (g_client) {
+    static auto* abandoned = new std::vector<Client>;
+    g_inherited_config = g_client->config();
+    abandoned->push_back(std::move(*g_client));
+    g_client.reset();
+  }
+  g_client_mutex.unlock();
+}
+[[maybe_unused]] const int g_fork_handlers =
+    ::pthread_atfork(lock_before_fork, unlock_in_parent, reset_in_child);
 
 Config config_from_environment() {
   const char* path = std::getenv("DLOCK_CONFIG");
@@ -39,21 +63,31 @@ void init(const std::string& path) { init(load_config(path)); }
 void init() { init(config_from_environment()); }
 
 void init(Config config) {
-  auto fresh = std::make_unique<Client>(std::move(config));
+  Client fresh(std::move(config));
+  std::optional<Client> old;  // dropped after the lock is released
   std::lock_guard lock(g_client_mutex);
-  g_client = std::move(fresh);
+  g_inherited_config.reset();
+  old = std::exchange(g_client, std::move(fresh));
 }
 
-Client& client() {
+Client client() {
   std::lock_guard lock(g_client_mutex);
-  if (!g_client) g_client = std::make_unique<Client>(config_from_environment());
+  if (!g_client) {
+    if (g_inherited_config) {
+      g_client.emplace(std::move(*g_inherited_config));
+      g_inherited_config.reset();
+    } else {
+      g_client.emplace(config_from_environment());
+    }
+  }
   return *g_client;
 }
 
 void shutdown() {
-  std::unique_ptr<Client> old;
+  std::optional<Client> old;
   std::lock_guard lock(g_client_mutex);
-  old = std::move(g_client);
+  g_inherited_config.reset();
+  old = std::exchange(g_client, std::nullopt);
 }
 
 LeaseView current_lease() {

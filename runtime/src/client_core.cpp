@@ -23,11 +23,12 @@ thread_local std::vector<std::weak_ptr<LeaseState>> t_current;
 void push_current(const std::shared_ptr<LeaseState>& lease) { t_current.push_back(lease); }
 
 void pop_current(const LeaseState* lease) noexcept {
-  for (auto it = t_current.rbegin(); it != t_current.rend(); ++it) {
-    if (auto held = it->lock(); !held || held.get() == lease) {
-      t_current.erase(std::next(it).base());
-      if (held) return;
-    }
+  // From the innermost hold outwards; entries of leases already gone are dropped on the way.
+  for (std::size_t i = t_current.size(); i-- > 0;) {
+    auto held = t_current[i].lock();
+    if (held && held.get() != lease) continue;
+    t_current.erase(t_current.begin() + static_cast<std::ptrdiff_t>(i));
+    if (held) return;
   }
 }
 
@@ -81,18 +82,24 @@ Lease ClientCore::reenter(const Key& key, const LockSettings& settings) {
 
 Lease ClientCore::grant(const std::shared_ptr<Backend>& backend, const Key& key,
                         const LockSettings& settings, std::string_view name,
-                        const std::string& owner, std::uint64_t token, Clock::time_point sent) {
+                        const std::string& owner, std::uint64_t token, Clock::time_point sent,
+                        std::shared_ptr<NameMetrics> series, Clock::duration waited) {
   auto state = std::make_shared<LeaseState>(shared_from_this(), backend, key, std::string(name),
-                                            owner, token, settings, sent);
+                                            owner, token, settings, sent, std::move(series));
   {
     std::lock_guard lock(holds_mutex_);
     holds_[HoldKey{state->thread, settings.backend, key.str()}] = state;
   }
   bump(metrics_->acquisitions);
+  bump(state->series->acquisitions);
   watchdog_->track(state);
   push_current(state);
-  log(LogLevel::kDebug, "acquired key={} name={} token={} lease={}ms", printable(key.str()),
-      name, token, settings.lease.count());
+  // Checked here too: the fields below are built before log() could check the level.
+  if (log_enabled(LogLevel::kDebug)) {
+    log(LogLevel::kDebug, "event=acquired name={} key={} token={} waited_ms={} lease_ms={}",
+        name_field(name), printable(key.str()), token,
+        std::chrono::duration_cast<Millis>(waited).count(), settings.lease.count());
+  }
   return Lease::granted(std::move(state));
 }
 
@@ -100,6 +107,8 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
   if (Lease again = reenter(key, settings); again || !again.error().empty()) return again;
 
   const auto& backend = this->backend(settings.backend);
+  // Looked up once per acquire; the lease keeps it for renewals, losses and release.
+  std::shared_ptr<NameMetrics> series = metrics_->for_name(name);
   const auto started = Clock::now();
   const auto deadline = later(started, settings.wait);
   const auto poll = backend->config().poll_interval;
@@ -108,8 +117,12 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
   const Millis first_ttl = settings.max_hold ? std::min(settings.lease, *settings.max_hold)
                                              : settings.lease;
   std::unique_ptr<ReleaseWatch> watch;
+  bool met_busy = false;
   auto finish = [&](Lease lease) {
-    metrics_->acquire_latency.record(Clock::now() - started);
+    const auto took = Clock::now() - started;
+    metrics_->acquire_latency.record(took);
+    series->acquire_latency.record(took);
+    if (met_busy) series->wait_time.record(took);
     return lease;
   };
 
@@ -119,25 +132,35 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
     GrantReply reply = backend->acquire(GrantRequest{key, owner, first_ttl, name, give_up_at});
     switch (reply.kind) {
       case GrantReply::Kind::kAcquired:
-        return finish(grant(backend, key, settings, name, owner, reply.token, sent));
+        return finish(grant(backend, key, settings, name, owner, reply.token, sent, series,
+                            sent - started));
       case GrantReply::Kind::kUnavailable:
         bump(metrics_->acquire_unavailable);
+        bump(series->unavailable);
         if (reply.outcome_unknown) {
           watchdog_->clean_up_after(backend, key, owner, later(give_up_at, first_ttl));
         }
-        log(LogLevel::kWarn, "backend '{}' unavailable acquiring key={}: {}", settings.backend,
-            printable(key.str()), reply.error);
+        log(LogLevel::kWarn, "event=unavailable name={} key={} backend={} waited_ms={} error={}",
+            name_field(name), printable(key.str()), field(settings.backend),
+            std::chrono::duration_cast<Millis>(Clock::now() - started).count(), field(reply.error));
         return finish(Lease::refused(AcquireStatus::kUnavailable, std::move(reply.error)));
       case GrantReply::Kind::kBusy:
         break;
     }
     bump(metrics_->contention);
+    bump(series->contention);
+    met_busy = true;
     const auto now = Clock::now();
     if (now >= deadline) {
       bump(metrics_->acquire_busy);
+      bump(series->busy);
+      const auto waited_ms = std::chrono::duration_cast<Millis>(now - started).count();
+      // Under on_busy=skip a busy lock is the expected way to lose the race: no warning.
+      log(settings.on_busy == OnBusy::kSkip ? LogLevel::kInfo : LogLevel::kWarn,
+          "event=busy name={} key={} waited_ms={} holder_ttl_ms={}", name_field(name),
+          printable(key.str()), waited_ms, reply.ttl.count());
       return finish(Lease::refused(AcquireStatus::kBusy,
-                                   fmt::format("held by another owner; waited {}ms",
-                                               std::chrono::duration_cast<Millis>(now - started).count())));
+                                   fmt::format("held by another owner; waited {}ms", waited_ms)));
     }
     if (!watch) {
       // Arm the watch, then try again at once: a release between our try and the watch
@@ -162,6 +185,8 @@ ReleaseStatus ClientCore::release(const std::shared_ptr<LeaseState>& lease) noex
     lease->mark_released();
   }
   const auto now = Clock::now();
+  lease->series->hold_time.record(now - lease->acquired_at);
+  const auto held_ms = std::chrono::duration_cast<Millis>(now - lease->acquired_at).count();
   const auto keep_until = later(lease->acquired_at, lease->settings.min_hold);
   const auto keep_for = keep_until > now ? std::chrono::ceil<Millis>(keep_until - now) : Millis{0};
   const auto outcome = lease->backend->release(lease->key, lease->owner, std::max(Millis{0}, keep_for));
@@ -172,10 +197,19 @@ ReleaseStatus ClientCore::release(const std::shared_ptr<LeaseState>& lease) noex
   switch (outcome) {
     case ReleaseOutcome::kReleased:
       bump(metrics_->releases);
+      bump(lease->series->releases);
+      if (log_enabled(LogLevel::kDebug)) {
+        log(LogLevel::kDebug, "event=released name={} key={} token={} held_ms={}",
+            name_field(lease->name), printable(lease->key.str()), lease->token, held_ms);
+      }
       return ReleaseStatus::kReleased;
     case ReleaseOutcome::kKept:
       bump(metrics_->releases);
+      bump(lease->series->releases);
       bump(metrics_->min_hold_kept);
+      log(LogLevel::kInfo, "event=min_hold_kept name={} key={} token={} held_ms={} kept_ms={}",
+          name_field(lease->name), printable(lease->key.str()), lease->token, held_ms,
+          keep_for.count());
       return ReleaseStatus::kKeptForMinHold;
     case ReleaseOutcome::kGone:
       lease->mark_lost(LossReason::kGone, "the key was gone at release");
@@ -186,8 +220,11 @@ ReleaseStatus ClientCore::release(const std::shared_ptr<LeaseState>& lease) noex
       bump(metrics_->release_failures);
       return ReleaseStatus::kLost;
     case ReleaseOutcome::kUnavailable:
-      log(LogLevel::kWarn, "release could not reach backend '{}': key={} expires with its lease",
-          lease->settings.backend, printable(lease->key.str()));
+      log(LogLevel::kWarn,
+          "event=release_unavailable name={} key={} token={} held_ms={} backend={} "
+          "detail=\"the key expires with its lease\"",
+          name_field(lease->name), printable(lease->key.str()), lease->token, held_ms,
+          field(lease->settings.backend));
       return ReleaseStatus::kUnavailable;
   }
   return ReleaseStatus::kUnavailable;

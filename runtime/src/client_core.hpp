@@ -42,7 +42,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   Lease reenter(const Key& key, const LockSettings& settings);
   Lease grant(const std::shared_ptr<Backend>& backend, const Key& key,
               const LockSettings& settings, std::string_view name, const std::string& owner,
-              std::uint64_t token, Clock::time_point sent);
+              std::uint64_t token, Clock::time_point sent, std::shared_ptr<NameMetrics> series,
+              Clock::duration waited);
 
   const Config config_;
   const std::shared_ptr<Metrics> metrics_;

@@ -39,11 +39,26 @@ const char* to_string(LossReason reason) noexcept {
 }
 
 namespace internal {
+namespace {
+
+// One word per reason, for event lines.
+std::string_view event_reason(LossReason reason) noexcept {
+  switch (reason) {
+    case LossReason::kNone: return "none";
+    case LossReason::kTaken: return "taken";
+    case LossReason::kGone: return "gone";
+    case LossReason::kExpired: return "expired";
+    case LossReason::kMaxHold: return "max_hold";
+  }
+  return "unknown";
+}
+
+}  // namespace
 
 LeaseState::LeaseState(std::shared_ptr<ClientCore> core_in, std::shared_ptr<Backend> backend_in,
                        Key key_in, std::string name_in, std::string owner_in,
                        std::uint64_t token_in, LockSettings settings_in,
-                       Clock::time_point acquired_at_in)
+                       Clock::time_point acquired_at_in, std::shared_ptr<NameMetrics> series_in)
     : core(std::move(core_in)),
       backend(std::move(backend_in)),
       key(std::move(key_in)),
@@ -53,6 +68,7 @@ LeaseState::LeaseState(std::shared_ptr<ClientCore> core_in, std::shared_ptr<Back
       settings(std::move(settings_in)),
       acquired_at(acquired_at_in),
       thread(std::this_thread::get_id()),
+      series(std::move(series_in)),
       valid_until_(later(acquired_at, std::min(settings.lease, settings.max_hold.value_or(settings.lease)))
                        .time_since_epoch()
                        .count()) {}
@@ -73,9 +89,12 @@ void LeaseState::mark_lost(LossReason reason, std::string_view detail) noexcept 
   LossReason expected = LossReason::kNone;
   if (!loss_.compare_exchange_strong(expected, reason)) return;
   bump(core->metrics().losses);
+  bump(series->losses);
+  // Reaching max_hold is the configured outcome, so a warning; any other loss is an error.
   log(reason == LossReason::kMaxHold ? LogLevel::kWarn : LogLevel::kError,
-      "lease lost: key={} name={} token={} reason={} ({})", printable(key.str()), name, token,
-      to_string(reason), detail);
+      "event=lost name={} key={} token={} reason={} held_ms={} detail={}", name_field(name),
+      printable(key.str()), token, event_reason(reason),
+      std::chrono::duration_cast<Millis>(Clock::now() - acquired_at).count(), field(detail));
   std::vector<std::function<void(const LeaseView&)>> callbacks;
   {
     std::lock_guard lock(callbacks_mutex_);
@@ -86,7 +105,8 @@ void LeaseState::mark_lost(LossReason reason, std::string_view detail) noexcept 
     try {
       callback(view);
     } catch (...) {
-      log(LogLevel::kError, "an on_lost callback threw for key={}", printable(key.str()));
+      log(LogLevel::kError, "event=on_lost_threw name={} key={} token={}", name_field(name),
+          printable(key.str()), token);
     }
   }
 }

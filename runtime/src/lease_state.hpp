@@ -12,6 +12,7 @@
 
 #include "backend.hpp"
 #include "dlock/lease.hpp"
+#include "metrics.hpp"
 
 namespace dlock::internal {
 
@@ -21,7 +22,7 @@ class LeaseState : public std::enable_shared_from_this<LeaseState> {
  public:
   LeaseState(std::shared_ptr<ClientCore> core, std::shared_ptr<Backend> backend, Key key,
              std::string name, std::string owner, std::uint64_t token, LockSettings settings,
-             Clock::time_point acquired_at);
+             Clock::time_point acquired_at, std::shared_ptr<NameMetrics> series);
 
   const std::shared_ptr<ClientCore> core;
   const std::shared_ptr<Backend> backend;
@@ -32,6 +33,7 @@ class LeaseState : public std::enable_shared_from_this<LeaseState> {
   const LockSettings settings;
   const Clock::time_point acquired_at;  ///< when the granting request was sent
   const std::thread::id thread;
+  const std::shared_ptr<NameMetrics> series;  ///< the counters of `name`
 
   /// Point after which the key may have expired unless a renewal confirms it.
   [[nodiscard]] Clock::time_point valid_until() const noexcept;

@@ -5,6 +5,8 @@
 #include <memory>
 #include <mutex>
 
+#include "metrics.hpp"
+
 namespace dlock {
 namespace {
 
@@ -68,6 +70,23 @@ std::string printable(std::string_view bytes) {
   if (out.size() >= kMax) out += fmt::format("...({} bytes)", bytes.size());
   return out;
 }
+
+std::string field(std::string_view bytes) {
+  std::string value = printable(bytes);
+  if (!value.empty() && value.find_first_of(" =\"") == std::string::npos) return value;
+  std::string quoted = "\"";
+  for (const char c : value) {
+    if (c == '"') {
+      quoted += "\\x22";
+    } else {
+      quoted.push_back(c);
+    }
+  }
+  quoted.push_back('"');
+  return quoted;
+}
+
+std::string name_field(std::string_view name) { return field(name.empty() ? kUnnamed : name); }
 
 }  // namespace internal
 }  // namespace dlock

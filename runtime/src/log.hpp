@@ -25,4 +25,11 @@ void log(LogLevel level, fmt::format_string<Args...> format, Args&&... args) noe
 /// A key made printable for logs: control and non-ASCII bytes as \xNN, long keys cut.
 [[nodiscard]] std::string printable(std::string_view bytes);
 
+/// A value for an event line's `field=value`: printable, and in double quotes (with `"` as
+/// \x22) when empty or holding a space, `=` or `"`, so that lines split on spaces.
+[[nodiscard]] std::string field(std::string_view bytes);
+
+/// A lock name for event lines: "(unnamed)" for none.
+[[nodiscard]] std::string name_field(std::string_view name);
+
 }  // namespace dlock::internal

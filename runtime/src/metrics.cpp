@@ -40,7 +40,36 @@ LatencySummary LatencyRecorder::summary() const noexcept {
   return s;
 }
 
-MetricsSnapshot Metrics::snapshot() const noexcept {
+LockMetrics NameMetrics::snapshot() const {
+  auto get = [](const std::atomic<std::uint64_t>& c) { return c.load(std::memory_order_relaxed); };
+  LockMetrics s;
+  s.name = name;
+  s.acquisitions = get(acquisitions);
+  s.releases = get(releases);
+  s.busy = get(busy);
+  s.contention = get(contention);
+  s.unavailable = get(unavailable);
+  s.losses = get(losses);
+  s.renewal_failures = get(renewal_failures);
+  s.skipped = get(skipped);
+  s.acquire_latency = acquire_latency.summary();
+  s.wait_time = wait_time.summary();
+  s.hold_time = hold_time.summary();
+  s.renewal_lag = renewal_lag.summary();
+  return s;
+}
+
+std::shared_ptr<NameMetrics> Metrics::for_name(std::string_view name) {
+  if (name.empty()) name = kUnnamed;
+  std::lock_guard lock(names_mutex_);
+  auto it = names_.find(name);
+  if (it == names_.end()) {
+    it = names_.emplace(std::string(name), std::make_shared<NameMetrics>(std::string(name))).first;
+  }
+  return it->second;
+}
+
+MetricsSnapshot Metrics::snapshot() const {
   auto get = [](const std::atomic<std::uint64_t>& c) { return c.load(std::memory_order_relaxed); };
   MetricsSnapshot s;
   s.acquisitions = get(acquisitions);
@@ -59,6 +88,14 @@ MetricsSnapshot Metrics::snapshot() const noexcept {
   s.subscriber_reconnects = get(subscriber_reconnects);
   s.acquire_latency = acquire_latency.summary();
   s.renewal_lag = renewal_lag.summary();
+  std::vector<std::shared_ptr<NameMetrics>> names;
+  {
+    std::lock_guard lock(names_mutex_);
+    names.reserve(names_.size());
+    for (const auto& [name, series] : names_) names.push_back(series);
+  }
+  s.by_name.reserve(names.size());
+  for (const auto& series : names) s.by_name.push_back(series->snapshot());  // map order: sorted
   return s;
 }
 

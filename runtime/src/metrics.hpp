@@ -1,10 +1,15 @@
-// Lock-free counters behind dlock::MetricsSnapshot.
+// Lock-free counters behind dlock::MetricsSnapshot, client-wide and per lock name.
 #pragma once
 
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
 
 #include "dlock/metrics.hpp"
 
@@ -21,6 +26,30 @@ class LatencyRecorder {
   std::atomic<std::uint64_t> max_us_{0};
   std::array<std::atomic<std::uint64_t>, LatencySummary::kBuckets> buckets_{};
 };
+
+/// The series of one lock name. Looked up once per acquire and then shared by the lease.
+class NameMetrics {
+ public:
+  explicit NameMetrics(std::string name_in) : name(std::move(name_in)) {}
+  const std::string name;
+  std::atomic<std::uint64_t> acquisitions{0};
+  std::atomic<std::uint64_t> releases{0};
+  std::atomic<std::uint64_t> busy{0};
+  std::atomic<std::uint64_t> contention{0};
+  std::atomic<std::uint64_t> unavailable{0};
+  std::atomic<std::uint64_t> losses{0};
+  std::atomic<std::uint64_t> renewal_failures{0};
+  std::atomic<std::uint64_t> skipped{0};
+  LatencyRecorder acquire_latency;
+  LatencyRecorder wait_time;
+  LatencyRecorder hold_time;
+  LatencyRecorder renewal_lag;
+
+  [[nodiscard]] LockMetrics snapshot() const;
+};
+
+/// The series name of locks acquired without a name (in metrics and in log lines).
+inline constexpr std::string_view kUnnamed = "(unnamed)";
 
 class Metrics {
  public:
@@ -41,7 +70,14 @@ class Metrics {
   LatencyRecorder acquire_latency;
   LatencyRecorder renewal_lag;
 
-  [[nodiscard]] MetricsSnapshot snapshot() const noexcept;
+  /// The series for `name` ("" is "(unnamed)"), created on first use. Never null.
+  [[nodiscard]] std::shared_ptr<NameMetrics> for_name(std::string_view name);
+
+  [[nodiscard]] MetricsSnapshot snapshot() const;
+
+ private:
+  mutable std::mutex names_mutex_;
+  std::map<std::string, std::shared_ptr<NameMetrics>, std::less<>> names_;
 };
 
 inline void bump(std::atomic<std::uint64_t>& counter) noexcept {

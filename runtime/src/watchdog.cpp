@@ -50,7 +50,9 @@ void Watchdog::push(Task task) {
 }
 
 void Watchdog::track(const std::shared_ptr<LeaseState>& lease) {
-  push(Task{later(lease->acquired_at, lease->settings.lease / 3), lease, nullptr});
+  // With max_hold under lease/3 the first task is the max_hold mark itself.
+  push(Task{std::min(later(lease->acquired_at, lease->settings.lease / 3), lease->hold_deadline()),
+            lease, nullptr});
 }
 
 void Watchdog::clean_up_after(std::shared_ptr<Backend> backend, Key key, std::string owner,
@@ -97,7 +99,7 @@ void Watchdog::run_cleanup(Task& task, std::vector<Task>& again) {
   Cleanup& c = *task.cleanup;
   const auto outcome = c.backend->release(c.key, c.owner, Millis{0});
   if (outcome == ReleaseOutcome::kReleased) {
-    log(LogLevel::kInfo, "released a lock granted after its request timed out: key={}",
+    log(LogLevel::kInfo, "event=orphan_released key={} detail=\"granted after its request timed out\"",
         printable(c.key.str()));
     return;
   }
@@ -119,6 +121,7 @@ void Watchdog::renew_due(std::vector<Task>& due) {
     if (!lease || lease->released() || lease->lost()) continue;
     const auto now = Clock::now();
     metrics_->renewal_lag.record(now - task.due);
+    lease->series->renewal_lag.record(now - task.due);
     if (now >= lease->hold_deadline()) {
       lease->mark_lost(LossReason::kMaxHold, "max_hold reached; the key expires now");
       continue;
@@ -141,6 +144,9 @@ void Watchdog::renew_due(std::vector<Task>& due) {
     backend->renew(items);
     for (std::size_t i = 0; i < leases.size(); ++i) {
       auto& lease = leases[i];
+      // Released while the renewal was in flight: whatever it found says nothing about a
+      // lease that no longer exists (the key may be gone or kept for min_hold).
+      if (lease->released()) continue;
       switch (items[i].outcome) {
         case RenewOutcome::kRenewed: {
           bump(metrics_->renewals);
@@ -160,9 +166,12 @@ void Watchdog::renew_due(std::vector<Task>& due) {
           break;
         case RenewOutcome::kUnavailable: {
           bump(metrics_->renewal_failures);
-          log(LogLevel::kWarn, "renewal failed, retrying: key={} name={}",
-              printable(lease->key.str()), lease->name);
+          bump(lease->series->renewal_failures);
           const auto retry = std::max<Clock::duration>(kMinRetry, lease->settings.lease / 10);
+          log(LogLevel::kWarn, "event=renewal_failed name={} key={} token={} retry_ms={} valid_ms={}",
+              name_field(lease->name), printable(lease->key.str()), lease->token,
+              std::chrono::duration_cast<Millis>(retry).count(),
+              std::max<std::int64_t>(0, std::chrono::duration_cast<Millis>(lease->valid_until() - Clock::now()).count()));
           // Retry soon, but come back no later than the end of validity to declare expiry.
           again.push_back(Task{std::min(later(Clock::now(), retry), lease->valid_until()), lease, nullptr});
           break;

@@ -251,5 +251,17 @@ TEST(AttributeLexer, KeepsOffsetsOfEveryToken) {
   EXPECT_EQ(tokens[4].text, "30s") << "a pp-number: digits and unit in one token";
 }
 
+// Found by tests/fuzz/guard_fuzzer: an open literal at the end ran into the ')' that
+// lex_arguments adds, giving a token that is not in the text.
+TEST(AttributeLexer, KeepsAnUnterminatedLiteralInsideTheText) {
+  const std::string text = R"("k", name="open)";
+  const std::vector<ArgToken> tokens = lex_arguments(text);
+  ASSERT_FALSE(tokens.empty());
+  const ArgToken& last = tokens.back();
+  EXPECT_EQ(last.offset, 10u);
+  EXPECT_EQ(last.text, "\"open");
+  EXPECT_LE(last.offset + last.text.size(), text.size());
+}
+
 }  // namespace
 }  // namespace dlock::codegen

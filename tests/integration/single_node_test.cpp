@@ -109,25 +109,25 @@ TEST_F(SingleNode, ReleaseByANonOwnerIsRefused) {
 
 TEST_F(SingleNode, WatchdogKeepsABusyHolderForTenLeasesAndFreesWithinOneLeaseAfterItDies) {
   ConfigFile config(server, unique_service());
-  ChildProcess holder({worker_program(), config.path(), "hold", "long-job", "300", "0"});
+  ChildProcess holder({worker_program(), config.path(), "hold", "long-job", "500", "0"});
   ASSERT_TRUE(holder.read_line(10s).value_or("").starts_with("acquired"));
 
   Client client(single_node_config(server));
   const auto start = Clock::now();
   int attempts = 0;
-  while (Clock::now() - start < 3s) {  // ten leases
+  while (Clock::now() - start < 5s) {  // ten leases
     ASSERT_EQ(client.try_acquire("long-job", settings(1s)).status(), AcquireStatus::kBusy)
         << "lost the lock after " << elapsed_ms(start) << "ms";
     ++attempts;
     std::this_thread::sleep_for(50ms);
   }
-  EXPECT_GT(attempts, 30);
+  EXPECT_GT(attempts, 40);
 
   holder.kill();
   const auto killed = Clock::now();
   Lease lease = client.acquire("long-job", settings(1s, 2s));
   ASSERT_TRUE(lease);
-  EXPECT_LE(elapsed_ms(killed), 300 + 100);
+  EXPECT_LE(elapsed_ms(killed), 500 + 250) << "free within one lease of the holder's death";
 }
 
 class LossDetection : public SingleNode {
@@ -143,14 +143,14 @@ class LossDetection : public SingleNode {
 
 TEST_F(LossDetection, KeyDeletedBehindTheHolderIsMarkedLostWithinALeaseThird) {
   Client client(single_node_config(server));
-  Lease lease = client.acquire("doc", settings(600ms));
+  Lease lease = client.acquire("doc", settings(1200ms));
   ASSERT_TRUE(lease);
   RedisAdmin admin(server);
   ASSERT_EQ(admin.integer({"DEL", lock_key("doc")}), 1);
   const auto deleted = Clock::now();
   const long long after = wait_for_loss(lease, deleted);
   ASSERT_GE(after, 0) << "the loss was never reported";
-  EXPECT_LE(after, 200 + 100);
+  EXPECT_LE(after, 400 + 200) << "within about a lease third";
   EXPECT_EQ(lease.view().loss_reason(), LossReason::kGone);
   EXPECT_EQ(lease.view().remaining(), 0ms);
   EXPECT_EQ(lease.release(), ReleaseStatus::kLost);
@@ -159,13 +159,13 @@ TEST_F(LossDetection, KeyDeletedBehindTheHolderIsMarkedLostWithinALeaseThird) {
 
 TEST_F(LossDetection, ServerRestartedEmptyIsMarkedLostWithinALeaseThird) {
   Client client(single_node_config(server));
-  Lease lease = client.acquire("doc", settings(600ms));
+  Lease lease = client.acquire("doc", settings(1500ms));
   ASSERT_TRUE(lease);
   server.restart_empty();
   const auto restarted = Clock::now();
   const long long after = wait_for_loss(lease, restarted);
   ASSERT_GE(after, 0) << "the loss was never reported";
-  EXPECT_LE(after, 200 + 150);
+  EXPECT_LE(after, 500 + 250) << "within about a lease third";
   EXPECT_EQ(lease.view().loss_reason(), LossReason::kGone);
   EXPECT_EQ(lease.release(), ReleaseStatus::kLost);
   // The client recovers: the same key can be taken again on the new server.
@@ -277,6 +277,36 @@ TEST_F(SingleNode, WaitersStillGetTheLockAfterThePubSubConnectionIsKilled) {
   waiter.join();
   EXPECT_TRUE(got);
   EXPECT_TRUE(wait_until([&] { return waiter_client.metrics().subscriber_reconnects >= 1; }, 3s));
+}
+
+TEST_F(SingleNode, WaitersGetTheLockByPollingWhenNotificationsAreRefused) {
+  // A Redis 7 ACL user without channel permissions: SUBSCRIBE is refused, so no release
+  // notification can ever arrive and only polling can hand the lock over.
+  RedisAdmin admin(server);
+  admin.command({"ACL", "SETUSER", "no-channels", "on", ">secret", "~*", "+@all", "resetchannels"});
+  Config config = single_node_config(server);
+  config.backends["default"].poll_interval = 300ms;
+  Client holder_client(config);
+  config.backends["default"].username = "no-channels";
+  config.backends["default"].password = "secret";
+  Client waiter_client(config);
+  Lease held = holder_client.acquire("queue", settings(10s));
+  ASSERT_TRUE(held);
+
+  Clock::time_point acquired_at;
+  std::thread waiter([&] {
+    Lease lease = waiter_client.acquire("queue", settings(10s, 8s));
+    acquired_at = Clock::now();
+    EXPECT_TRUE(lease) << lease.error();
+  });
+  ASSERT_TRUE(wait_until([&] { return waiter_client.metrics().waits == 1; }, 3s, 1ms));
+  std::this_thread::sleep_for(700ms);  // past the subscription attempt
+  const auto released = Clock::now();
+  EXPECT_EQ(held.release(), ReleaseStatus::kReleased);
+  waiter.join();
+  const auto handoff = std::chrono::duration_cast<std::chrono::milliseconds>(acquired_at - released);
+  EXPECT_LE(handoff.count(), 300 + 200) << "polling must hand over within about poll_interval";
+  EXPECT_EQ(waiter_client.metrics().wakeups, 0u) << "no notification can have woken it";
 }
 
 TEST_F(SingleNode, ServerDownFailsAsUnavailableWithinTheTimeouts) {

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <thread>
 
 #include "dlock/dlock.hpp"
@@ -109,6 +111,56 @@ TEST_F(ProcessClient, EventsBelowTheLevelAreNotDelivered) {
     EXPECT_TRUE(lease.lost());
   }
   EXPECT_EQ(delivered, 0) << "a max_hold loss is a warning, below kError";
+}
+
+}  // namespace
+}  // namespace dlock
+
+namespace dlock {
+namespace {
+
+TEST_F(ProcessClient, AForkedChildGetsAWorkingClientWithItsParentsConfiguration) {
+  init(write("fork", std::string("service: forked\n") + kMemory));
+  Lease parent_lease = client().acquire("parent-only", LockSettings{});
+  ASSERT_TRUE(parent_lease);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    // The child's client is new: same configuration, its own watchdog, which renews.
+    int code = 0;
+    if (client().config().service != "forked") code = 1;
+    LockSettings s;
+    s.lease = std::chrono::milliseconds(150);
+    Lease lease = client().acquire("child", s);
+    if (!lease) code = 2;
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    if (lease.lost() || client().metrics().renewals < 2) code = 3;
+    std::_Exit(code);
+  }
+  ASSERT_GT(child, 0);
+  int status = -1;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: lost the configuration, 2: no lock, 3: no renewals";
+  EXPECT_FALSE(parent_lease.lost());
+}
+
+TEST_F(ProcessClient, AHandleSurvivesInitAndShutdownOnAnotherThread) {
+  init(write("handles", std::string("service: handles\n") + kMemory));
+  std::atomic<bool> stop{false};
+  std::atomic<int> acquired{0};
+  std::thread user([&] {
+    while (!stop) {
+      Lease lease = client().acquire("k", LockSettings{});
+      if (lease) ++acquired;
+    }
+  });
+  for (int i = 0; i < 200; ++i) {
+    init(write("handles", std::string("service: handles\n") + kMemory));
+    if (i % 10 == 0) shutdown();
+  }
+  stop = true;
+  user.join();
+  EXPECT_GT(acquired.load(), 0);
 }
 
 }  // namespace

@@ -35,8 +35,11 @@ void init();
 /// Configures it from a Config value.
 void init(Config config);
 
-/// The process-wide client; the first call without init() behaves as init().
-[[nodiscard]] Client& client();
+/// The process-wide client, as a handle (cheap to copy). The first call without init()
+/// behaves as init(). A handle taken before init() or shutdown() keeps working with the
+/// configuration it had: replacing the process-wide client never pulls it from under a
+/// call in progress.
+[[nodiscard]] Client client();
 
 /// Drops the process-wide client (held leases stay valid until released).
 void shutdown();

@@ -4,6 +4,8 @@
 #include <map>
 #include <mutex>
 
+#include "log.hpp"
+#include "owner.hpp"
 #include "release_signals.hpp"
 
 namespace dlock::internal {
@@ -23,7 +25,14 @@ class MemoryStore {
               std::chrono::system_clock::now().time_since_epoch()).count());
       auto& fence = fences_[request.key.str()];
       fence = std::max(fence + 1, clock_us);
-      entry = Entry{std::string(request.owner), fence, later(now, request.lease)};
+      entry = Entry{};
+      entry.owner = std::string(request.owner);
+      entry.token = fence;
+      entry.expires_at = later(now, request.lease);
+      entry.name = std::string(request.name);
+      entry.thread = thread_id();
+      entry.acquired_at_ms = wall_ms();
+      entry.lease = request.lease;
       return GrantReply{GrantReply::Kind::kAcquired, fence, Millis{0}, false, {}};
     }
     if (entry.owner == request.owner) {
@@ -42,8 +51,11 @@ class MemoryStore {
         item.outcome = RenewOutcome::kGone;
       } else if (entry->owner != item.owner) {
         item.outcome = RenewOutcome::kTaken;
+      } else if (entry->released) {
+        item.outcome = RenewOutcome::kGone;  // kept only until min_hold: not extended
       } else {
         entry->expires_at = later(now, item.ttl);
+        entry->lease = item.ttl;
         item.outcome = RenewOutcome::kRenewed;
       }
     }
@@ -58,6 +70,7 @@ class MemoryStore {
       if (entry->owner != owner) return ReleaseOutcome::kTaken;
       if (keep_for > Millis{0}) {
         entry->expires_at = later(now, keep_for);
+        entry->released = true;
         return ReleaseOutcome::kKept;
       }
       locks_.erase(key.str());
@@ -68,12 +81,89 @@ class MemoryStore {
 
   ReleaseSignals& signals() { return signals_; }
 
+  std::vector<LockInfo> list(std::string_view pattern) {
+    std::lock_guard lock(mutex_);
+    const auto now = Clock::now();
+    std::vector<LockInfo> out;
+    for (const auto& [key, entry] : locks_) {
+      if (entry.owner.empty() || entry.expires_at <= now || !glob_match(pattern, key)) continue;
+      out.push_back(info_of(key, entry, now));
+    }
+    return out;
+  }
+
+  std::optional<LockInfo> inspect(const std::string& key) {
+    std::lock_guard lock(mutex_);
+    const auto now = Clock::now();
+    const Entry* entry = live(key, now);
+    if (entry == nullptr || entry->owner.empty()) return std::nullopt;
+    return info_of(key, *entry, now);
+  }
+
+  std::optional<LockInfo> force_release(const std::string& key, const AuditEntry& who,
+                                        const std::string& backend) {
+    std::optional<LockInfo> removed;
+    {
+      std::lock_guard lock(mutex_);
+      const auto now = Clock::now();
+      const Entry* entry = live(key, now);
+      if (entry == nullptr || entry->owner.empty()) return std::nullopt;
+      removed = info_of(key, *entry, now);
+      locks_.erase(key);
+      AuditEntry record = who;
+      record.at_ms = wall_ms();
+      record.key = key;
+      record.owner = removed->owner;
+      record.token = removed->token;
+      record.owner_host = removed->host;
+      record.owner_pid = removed->pid;
+      record.owner_name = removed->name;
+      log(LogLevel::kWarn, "forced release: backend={} key={} owner={} token={} by {}@{} pid {} note=\"{}\"",
+          backend, printable(key), record.owner, record.token, record.user, record.host, record.pid,
+          printable(record.note));
+      audit_.insert(audit_.begin(), std::move(record));
+      if (audit_.size() > 1000) audit_.resize(1000);
+    }
+    signals_.notify(key);
+    return removed;
+  }
+
+  std::vector<AuditEntry> history(std::size_t limit) {
+    std::lock_guard lock(mutex_);
+    return {audit_.begin(), audit_.begin() + static_cast<std::ptrdiff_t>(std::min(limit, audit_.size()))};
+  }
+
  private:
   struct Entry {
     std::string owner;
     std::uint64_t token = 0;
     Clock::time_point expires_at;
+    std::string name;
+    long thread = 0;
+    std::int64_t acquired_at_ms = 0;
+    Millis lease{0};
+    bool released = false;
   };
+
+  static std::int64_t wall_ms() {
+    return std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
+  }
+
+  static LockInfo info_of(const std::string& key, const Entry& entry, Clock::time_point now) {
+    LockInfo info;
+    info.key = key;
+    info.owner = entry.owner;
+    info.host = host_name();
+    info.pid = process_id();
+    info.thread = entry.thread;
+    info.name = entry.name;
+    info.token = entry.token;
+    info.acquired_at_ms = entry.acquired_at_ms;
+    info.lease = entry.lease;
+    info.ttl = std::chrono::ceil<Millis>(entry.expires_at - now);
+    info.min_hold = entry.released;
+    return info;
+  }
 
   Entry* live(const std::string& key, Clock::time_point now) {
     auto it = locks_.find(key);
@@ -89,6 +179,7 @@ class MemoryStore {
   std::map<std::string, Entry> locks_;
   std::map<std::string, std::uint64_t> fences_;
   ReleaseSignals signals_;
+  std::vector<AuditEntry> audit_;
 };
 
 std::shared_ptr<MemoryStore> shared_store(const std::string& service, const std::string& backend) {
@@ -122,6 +213,13 @@ class MemoryBackend final : public Backend {
     return store_->signals().watch(key.str());
   }
   const BackendConfig& config() const override { return config_; }
+
+  std::vector<LockInfo> admin_list(std::string_view pattern) override { return store_->list(pattern); }
+  std::optional<LockInfo> admin_inspect(const Key& key) override { return store_->inspect(key.str()); }
+  std::optional<LockInfo> admin_force_release(const Key& key, const AuditEntry& who) override {
+    return store_->force_release(key.str(), who, config_.name);
+  }
+  std::vector<AuditEntry> admin_history(std::size_t limit) override { return store_->history(limit); }
 
  private:
   BackendConfig config_;

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "log.hpp"
+#include "redis/backend_admin.hpp"
 #include "redis/crc16.hpp"
 #include "redis/keys.hpp"
 #include "redis/lock_scripts.hpp"
@@ -160,6 +161,82 @@ class ClusterBackend final : public Backend {
   }
 
   const BackendConfig& config() const override { return config_; }
+
+  // SCAN on every master of the slot map; each lock is read from the node it was found on.
+  std::vector<LockInfo> admin_list(std::string_view pattern) override {
+    const auto deadline = Clock::now() + config_.command_timeout;
+    const auto map = slot_map(deadline);
+    if (!map || map->masters.empty()) {
+      throw BackendUnavailable(fmt::format("backend '{}': no slot map: {}", config_.name, last_refresh_error()));
+    }
+    const std::string match = admin::scan_match(service_);
+    std::vector<LockInfo> out;
+    for (const auto& master : map->masters) {
+      std::vector<std::string> found;
+      admin::require(pool_for(master)->run([&](Connection& conn) {
+        found.clear();
+        return admin::scan_lock_keys(conn, match, found);
+      }), config_.name, fmt::format("SCAN on {}", to_string(master)));
+      std::sort(found.begin(), found.end());
+      found.erase(std::unique(found.begin(), found.end()), found.end());
+      for (const auto& lock_key : found) {
+        const auto key = admin::user_key_of(service_, lock_key);
+        if (!key || !glob_match(pattern, *key)) continue;
+        std::optional<LockInfo> info;
+        admin::require(routed(key_slot(lock_key), Clock::now() + config_.command_timeout,
+                              [&](Connection& conn, bool asking) {
+                                return admin::read_lock(conn, lock_key, *key, info, asking);
+                              }),
+                       config_.name, "HGETALL");
+        if (info) out.push_back(std::move(*info));
+      }
+    }
+    return out;
+  }
+
+  std::optional<LockInfo> admin_inspect(const Key& key) override {
+    const std::string lock_key = lock_keys(service_, key.str()).lock;
+    std::optional<LockInfo> info;
+    admin::require(routed(key_slot(lock_key), Clock::now() + config_.command_timeout,
+                          [&](Connection& conn, bool asking) {
+                            return admin::read_lock(conn, lock_key, key.str(), info, asking);
+                          }),
+                   config_.name, "HGETALL");
+    return info;
+  }
+
+  std::optional<LockInfo> admin_force_release(const Key& key, const AuditEntry& who) override {
+    const LockKeys keys = lock_keys(service_, key.str());
+    const ScriptCall call = admin::force_release_call(keys);
+    const Reply reply = routed(key_slot(keys.lock), Clock::now() + config_.command_timeout,
+                               [&](Connection& conn, bool asking) { return call.run(conn, asking); });
+    admin::require(reply, config_.name, "force release");
+    std::optional<LockInfo> removed;
+    std::int64_t now_ms = 0;
+    if (!admin::removed_of(reply, key.str(), removed, now_ms)) {
+      throw BackendUnavailable(fmt::format("backend '{}': unexpected reply to force release", config_.name));
+    }
+    if (!removed) return removed;
+    const AuditEntry entry = admin::complete_audit(who, *removed, now_ms);
+    admin::log_forced(config_.name, entry);
+    const std::string audit = admin::audit_key(service_);
+    admin::require(routed(key_slot(audit), Clock::now() + config_.command_timeout,
+                          [&](Connection& conn, bool asking) { return admin::push_audit(conn, audit, entry, asking); }),
+                   config_.name, "recording the audit entry (the lock was released)");
+    return removed;
+  }
+
+  std::vector<AuditEntry> admin_history(std::size_t limit) override {
+    std::vector<AuditEntry> out;
+    const std::string audit = admin::audit_key(service_);
+    admin::require(routed(key_slot(audit), Clock::now() + config_.command_timeout,
+                          [&](Connection& conn, bool asking) {
+                            out.clear();
+                            return admin::read_audit(conn, audit, limit, out, asking);
+                          }),
+                   config_.name, "LRANGE");
+    return out;
+  }
 
  private:
   // Runs `call` on the master of `slot`, following MOVED and ASK, and retrying TRYAGAIN,

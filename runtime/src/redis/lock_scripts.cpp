@@ -80,6 +80,7 @@ RenewOutcome renew_outcome_of(const Reply& reply) {
   switch (reply.integer()) {
     case 1: return RenewOutcome::kRenewed;
     case 0: return RenewOutcome::kGone;
+    case 2: return RenewOutcome::kGone;  // released by its owner meanwhile; the watchdog drops it
     default: return RenewOutcome::kTaken;
   }
 }

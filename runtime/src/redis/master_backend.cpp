@@ -6,6 +6,7 @@
 #include <atomic>
 #include <mutex>
 
+#include "redis/backend_admin.hpp"
 #include "redis/keys.hpp"
 #include "redis/lock_scripts.hpp"
 #include "redis/subscriber.hpp"
@@ -115,6 +116,71 @@ class MasterBackend final : public Backend {
   }
 
   const BackendConfig& config() const override { return config_; }
+
+  std::vector<LockInfo> admin_list(std::string_view pattern) override {
+    std::vector<std::string> found;
+    const std::string match = admin::scan_match(service_);
+    admin::require(on_master(Clock::now() + config_.command_timeout,
+                             [&](Connection& conn) {
+                               found.clear();
+                               return admin::scan_lock_keys(conn, match, found);
+                             }),
+                   config_.name, "SCAN");
+    std::sort(found.begin(), found.end());
+    found.erase(std::unique(found.begin(), found.end()), found.end());
+    std::vector<LockInfo> out;
+    for (const auto& lock_key : found) {
+      const auto key = admin::user_key_of(service_, lock_key);
+      if (!key || !glob_match(pattern, *key)) continue;
+      std::optional<LockInfo> info;
+      admin::require(on_master(Clock::now() + config_.command_timeout,
+                               [&](Connection& conn) { return admin::read_lock(conn, lock_key, *key, info); }),
+                     config_.name, "HGETALL");
+      if (info) out.push_back(std::move(*info));
+    }
+    return out;
+  }
+
+  std::optional<LockInfo> admin_inspect(const Key& key) override {
+    const std::string lock_key = lock_keys(service_, key.str()).lock;
+    std::optional<LockInfo> info;
+    admin::require(on_master(Clock::now() + config_.command_timeout,
+                             [&](Connection& conn) { return admin::read_lock(conn, lock_key, key.str(), info); }),
+                   config_.name, "HGETALL");
+    return info;
+  }
+
+  std::optional<LockInfo> admin_force_release(const Key& key, const AuditEntry& who) override {
+    const ScriptCall call = admin::force_release_call(lock_keys(service_, key.str()));
+    const Reply reply = on_master(Clock::now() + config_.command_timeout,
+                                  [&](Connection& conn) { return call.run(conn); });
+    admin::require(reply, config_.name, "force release");
+    std::optional<LockInfo> removed;
+    std::int64_t now_ms = 0;
+    if (!admin::removed_of(reply, key.str(), removed, now_ms)) {
+      throw BackendUnavailable(fmt::format("backend '{}': unexpected reply to force release", config_.name));
+    }
+    if (!removed) return removed;
+    const AuditEntry entry = admin::complete_audit(who, *removed, now_ms);
+    admin::log_forced(config_.name, entry);
+    const std::string audit = admin::audit_key(service_);
+    admin::require(on_master(Clock::now() + config_.command_timeout,
+                             [&](Connection& conn) { return admin::push_audit(conn, audit, entry); }),
+                   config_.name, "recording the audit entry (the lock was released)");
+    return removed;
+  }
+
+  std::vector<AuditEntry> admin_history(std::size_t limit) override {
+    std::vector<AuditEntry> out;
+    const std::string audit = admin::audit_key(service_);
+    admin::require(on_master(Clock::now() + config_.command_timeout,
+                             [&](Connection& conn) {
+                               out.clear();
+                               return admin::read_audit(conn, audit, limit, out);
+                             }),
+                   config_.name, "LRANGE");
+    return out;
+  }
 
  private:
   std::vector<std::string_view> wait_command() const {

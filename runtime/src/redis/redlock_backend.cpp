@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "log.hpp"
+#include "redis/backend_admin.hpp"
 #include "redis/fan_out.hpp"
 #include "redis/keys.hpp"
 #include "redis/lock_scripts.hpp"
@@ -208,7 +209,199 @@ class RedlockBackend final : public Backend {
 
   const BackendConfig& config() const override { return config_; }
 
+  // Admin: every instance is asked; a lock is held when a majority holds it for one owner.
+
+  std::vector<LockInfo> admin_list(std::string_view pattern) override {
+    const std::string match = admin::scan_match(service_);
+    std::map<std::string, std::vector<std::optional<LockInfo>>> seen;
+    std::vector<InstanceLockInfo> status(instances_.size());
+    std::size_t answered = 0;
+    std::string first_error;
+    for (std::size_t i = 0; i < instances_.size(); ++i) {
+      std::vector<std::pair<std::string, std::optional<LockInfo>>> here;
+      const Reply reply = instances_[i]->pool.run([&](Connection& conn) {
+        here.clear();
+        std::vector<std::string> found;
+        Reply scanned = admin::scan_lock_keys(conn, match, found);
+        if (!scanned.ok() || scanned.is_error()) return scanned;
+        std::sort(found.begin(), found.end());
+        found.erase(std::unique(found.begin(), found.end()), found.end());
+        for (const auto& lock_key : found) {
+          const auto key = admin::user_key_of(service_, lock_key);
+          if (!key || !glob_match(pattern, *key)) continue;
+          std::optional<LockInfo> info;
+          Reply read = admin::read_lock(conn, lock_key, *key, info);
+          if (!read.ok() || read.is_error()) return read;
+          if (info) here.emplace_back(*key, std::move(info));
+        }
+        return Reply::ok(nullptr);
+      });
+      if (!answered_ok(reply, i, first_error)) continue;
+      ++answered;
+      for (auto& [key, info] : here) {
+        auto& per = seen[key];
+        per.resize(instances_.size());
+        per[i] = std::move(info);
+      }
+    }
+    require_quorum(answered, first_error);
+    std::vector<LockInfo> out;
+    for (auto& [key, per] : seen) {
+      per.resize(instances_.size());
+      if (auto info = combine(per, answered_mask_)) out.push_back(std::move(*info));
+    }
+    return out;
+  }
+
+  std::optional<LockInfo> admin_inspect(const Key& key) override {
+    const std::string lock_key = lock_keys(service_, key.str()).lock;
+    std::vector<std::optional<LockInfo>> per(instances_.size());
+    std::size_t answered = 0;
+    std::string first_error;
+    for (std::size_t i = 0; i < instances_.size(); ++i) {
+      const Reply reply = instances_[i]->pool.run(
+          [&](Connection& conn) { return admin::read_lock(conn, lock_key, key.str(), per[i]); });
+      if (answered_ok(reply, i, first_error)) ++answered;
+    }
+    require_quorum(answered, first_error);
+    return combine(per, answered_mask_);
+  }
+
+  std::optional<LockInfo> admin_force_release(const Key& key, const AuditEntry& who) override {
+    const LockKeys keys = lock_keys(service_, key.str());
+    const ScriptCall call = admin::force_release_call(keys);
+    std::vector<std::optional<LockInfo>> per(instances_.size());
+    std::size_t answered = 0;
+    std::int64_t now_ms = 0;
+    std::string first_error;
+    for (std::size_t i = 0; i < instances_.size(); ++i) {
+      const Reply reply = instances_[i]->pool.run([&](Connection& conn) { return call.run(conn); });
+      std::int64_t at = 0;
+      if (!answered_ok(reply, i, first_error)) continue;
+      if (!admin::removed_of(reply, key.str(), per[i], at)) {
+        answered_mask_[i] = false;
+        if (first_error.empty()) first_error = "unexpected reply to force release";
+        continue;
+      }
+      ++answered;
+      now_ms = std::max(now_ms, at);
+    }
+    if (answered == 0) {
+      throw BackendUnavailable(fmt::format("backend '{}': no instance answered: {}", config_.name, first_error));
+    }
+    std::optional<LockInfo> removed = combine(per, answered_mask_, /*majority=*/false);
+    if (!removed) return removed;
+    const AuditEntry entry = admin::complete_audit(who, *removed, now_ms);
+    admin::log_forced(config_.name, entry);
+    const std::string audit = admin::audit_key(service_);
+    std::size_t recorded = 0;
+    for (std::size_t i = 0; i < instances_.size(); ++i) {
+      if (!answered_mask_[i]) continue;
+      const Reply reply = instances_[i]->pool.run([&](Connection& conn) { return admin::push_audit(conn, audit, entry); });
+      if (reply.ok() && !reply.is_error()) ++recorded;
+    }
+    if (recorded == 0) {
+      throw BackendUnavailable(fmt::format("backend '{}': the lock was released but no instance recorded the audit entry",
+                                           config_.name));
+    }
+    return removed;
+  }
+
+  std::vector<AuditEntry> admin_history(std::size_t limit) override {
+    std::vector<AuditEntry> all;
+    std::size_t answered = 0;
+    std::string first_error;
+    const std::string audit = admin::audit_key(service_);
+    for (std::size_t i = 0; i < instances_.size(); ++i) {
+      std::vector<AuditEntry> here;
+      const Reply reply = instances_[i]->pool.run([&](Connection& conn) {
+        here.clear();
+        return admin::read_audit(conn, audit, limit, here);
+      });
+      if (!answered_ok(reply, i, first_error)) continue;
+      ++answered;
+      for (auto& e : here) {
+        const bool known = std::any_of(all.begin(), all.end(), [&](const AuditEntry& a) { return a.id == e.id; });
+        if (!known) all.push_back(std::move(e));
+      }
+    }
+    if (answered == 0) {
+      throw BackendUnavailable(fmt::format("backend '{}': no instance answered: {}", config_.name, first_error));
+    }
+    std::stable_sort(all.begin(), all.end(), [](const AuditEntry& a, const AuditEntry& b) { return a.at_ms > b.at_ms; });
+    if (all.size() > limit) all.resize(limit);
+    return all;
+  }
+
  private:
+  // Records whether instance i answered (in answered_mask_); keeps the first failure.
+  bool answered_ok(const Reply& reply, std::size_t i, std::string& first_error) {
+    answered_mask_.resize(instances_.size());
+    const bool ok = reply.ok() && !reply.is_error();
+    answered_mask_[i] = ok;
+    if (!ok && first_error.empty()) {
+      first_error = fmt::format("{}: {}", to_string(config_.endpoints[i]),
+                                reply.ok() ? std::string(reply.text()) : reply.error());
+    }
+    return ok;
+  }
+
+  void require_quorum(std::size_t answered, const std::string& first_error) const {
+    if (answered < quorum_) {
+      throw BackendUnavailable(fmt::format("backend '{}': only {} of {} instances answered; a quorum is {} ({})",
+                                           config_.name, answered, instances_.size(), quorum_, first_error));
+    }
+  }
+
+  // The lock as a majority of instances hold it (with `majority` false: as most of the
+  // instances that had it held it), with every instance's view in `instances`.
+  std::optional<LockInfo> combine(const std::vector<std::optional<LockInfo>>& per,
+                                  const std::vector<bool>& answered, bool majority = true) const {
+    std::map<std::string, std::size_t> votes;
+    for (const auto& info : per) {
+      if (info) ++votes[info->owner];
+    }
+    std::string owner;
+    std::size_t best = 0;
+    for (const auto& [o, n] : votes) {
+      if (n > best) {
+        owner = o;
+        best = n;
+      }
+    }
+    if (best == 0 || (majority && best < quorum_)) return std::nullopt;
+    std::optional<LockInfo> out;
+    std::vector<Millis> ttls;
+    for (std::size_t i = 0; i < per.size(); ++i) {
+      if (!per[i] || per[i]->owner != owner) continue;
+      ttls.push_back(per[i]->ttl);
+      if (!out) {
+        out = *per[i];
+      } else {
+        out->token = std::max(out->token, per[i]->token);
+        out->min_hold = out->min_hold || per[i]->min_hold;
+      }
+    }
+    // Held for as long as a majority (or, without one, all of them) still has the key.
+    std::sort(ttls.begin(), ttls.end(), std::greater<>());
+    out->ttl = ttls[std::min(ttls.size(), majority ? quorum_ : ttls.size()) - 1];
+    out->instances.clear();
+    for (std::size_t i = 0; i < per.size(); ++i) {
+      InstanceLockInfo detail;
+      detail.endpoint = to_string(config_.endpoints[i]);
+      detail.answered = i < answered.size() && answered[i];
+      if (!detail.answered) detail.error = "no answer";
+      if (per[i]) {
+        detail.held = true;
+        detail.owner = per[i]->owner;
+        detail.token = per[i]->token;
+        detail.ttl = per[i]->ttl;
+      }
+      out->instances.push_back(std::move(detail));
+    }
+    return out;
+  }
+
   // Keys live this much longer than the lease the client counts on: even a server whose
   // clock runs fast by clock_drift_factor keeps the key for the whole lease. (Redlock's
   // validity = TTL - elapsed - drift, with TTL = lease + drift.)
@@ -349,6 +542,8 @@ class RedlockBackend final : public Backend {
   std::map<std::string, Grant, std::less<>> grants_;
   std::once_flag feed_once_;
   std::unique_ptr<ReleaseFeed> feed_;
+  // Which instances answered the last admin call (admin calls come from one thread).
+  std::vector<bool> answered_mask_;
 };
 
 }  // namespace

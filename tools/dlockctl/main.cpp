@@ -1,0 +1,446 @@
+// dlockctl: inspect and manage the locks of a dlock service. See docs/CLI.md.
+//
+//   dlockctl [--config FILE] [--backend NAME] [--json] COMMAND [ARGS]
+//
+// Exit codes: 0 ok, 1 no such lock (nothing to inspect or release), 2 usage, 3 bad
+// configuration, 4 lock server unreachable (or failing), 5 not supported by the backend,
+// 10 unexpected error.
+#include <dlock/admin.hpp>
+#include <dlock/client.hpp>
+#include <dlock/config.hpp>
+#include <dlock/errors.hpp>
+#include <dlock/log.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <exception>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace {
+
+enum Exit : int {
+  kOk = 0,
+  kNotFound = 1,
+  kUsage = 2,
+  kBadConfig = 3,
+  kUnreachable = 4,
+  kUnsupported = 5,
+  kInternal = 10,
+};
+
+constexpr std::string_view kUsageText = R"(usage: dlockctl [--config FILE] [--backend NAME] [--json] COMMAND [ARGS]
+
+Commands:
+  check-config            validate the configuration (exit 0, or 3 with file:line:col)
+  list [PATTERN]          locks held now; PATTERN is a shell glob on the key (default *)
+  inspect KEY             one lock in detail (redlock: every instance's view)
+  release KEY --force     delete the lock whoever holds it, wake its waiters and record
+      [--note TEXT]       who did it in the audit history
+  history [--limit N]     the recorded forced releases, newest first (default 20)
+
+Options:
+  --config FILE     configuration file (default: $DLOCK_CONFIG, else built-in:
+                    one Redis at 127.0.0.1:6379, service "default")
+  --backend NAME    backend of the configuration to use (default: "default")
+  --json            one JSON document on stdout instead of a table
+  -h, --help        this text
+
+Exit codes: 0 ok, 1 no such lock, 2 usage, 3 bad configuration, 4 lock server
+unreachable or failing, 5 not supported by the backend, 10 unexpected error.
+See docs/CLI.md.
+)";
+
+struct Options {
+  std::optional<std::string> config_path;
+  std::string backend = "default";
+  bool json = false;
+  bool force = false;
+  bool help = false;
+  std::optional<std::string> note;
+  std::size_t limit = 20;
+  std::vector<std::string> positional;
+};
+
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+Options parse_args(int argc, char** argv) {
+  Options o;
+  bool options_done = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](std::string_view name) -> std::string {
+      const std::string prefix = std::string(name) + "=";
+      if (arg.rfind(prefix, 0) == 0) return arg.substr(prefix.size());
+      if (i + 1 >= argc) throw UsageError(fmt::format("{} needs a value", name));
+      return argv[++i];
+    };
+    auto is = [&](std::string_view name) {
+      return arg == name || arg.rfind(std::string(name) + "=", 0) == 0;
+    };
+    if (options_done || arg.empty() || arg[0] != '-' || arg == "-") {
+      o.positional.push_back(arg);
+    } else if (arg == "--") {
+      options_done = true;
+    } else if (arg == "-h" || arg == "--help") {
+      o.help = true;
+    } else if (arg == "--json") {
+      o.json = true;
+    } else if (arg == "--force") {
+      o.force = true;
+    } else if (is("--config")) {
+      o.config_path = value("--config");
+    } else if (is("--backend")) {
+      o.backend = value("--backend");
+    } else if (is("--note")) {
+      o.note = value("--note");
+    } else if (is("--limit")) {
+      const std::string text = value("--limit");
+      char* end = nullptr;
+      const long n = std::strtol(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0' || n <= 0) throw UsageError("--limit needs a positive number");
+      o.limit = static_cast<std::size_t>(n);
+    } else {
+      throw UsageError(fmt::format("unknown option '{}'", arg));
+    }
+  }
+  return o;
+}
+
+// ---- text and JSON output -------------------------------------------------------------
+
+// Keys may hold any bytes: printable ASCII as is, everything else as \xNN.
+std::string printable(std::string_view bytes) {
+  std::string out;
+  for (char ch : bytes) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c >= 0x7f || c == '\\') {
+      out += c == '\\' ? std::string("\\\\") : fmt::format("\\x{:02x}", c);
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+// A JSON string of raw bytes: printable ASCII as is (with " and \ escaped); every other
+// byte b as \u00XX, i.e. each byte becomes the code point of the same value (decode with
+// .encode('latin-1') to get the bytes back).
+std::string json_string(std::string_view bytes) {
+  std::string out = "\"";
+  for (char ch : bytes) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '"') out += "\\\"";
+    else if (c == '\\') out += "\\\\";
+    else if (c < 0x20 || c >= 0x7f) out += fmt::format("\\u{:04x}", c);
+    else out += ch;
+  }
+  return out + "\"";
+}
+
+std::string iso_time(std::int64_t ms) {
+  if (ms <= 0) return "-";
+  const std::time_t seconds = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  char buffer[32];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%S", &tm);
+  return fmt::format("{}.{:03d}Z", buffer, static_cast<int>(ms % 1000));
+}
+
+std::string duration_text(std::chrono::milliseconds d) {
+  if (d.count() < 0) return "none";
+  if (d.count() < 1000) return fmt::format("{}ms", d.count());
+  return fmt::format("{:.1f}s", static_cast<double>(d.count()) / 1000.0);
+}
+
+std::string json_lock(const dlock::LockInfo& l) {
+  std::string out = fmt::format(
+      "{{\"key\":{},\"owner\":{},\"host\":{},\"pid\":{},\"thread\":{},\"name\":{},\"token\":{},"
+      "\"acquired_at_ms\":{},\"acquired_at\":{},\"lease_ms\":{},\"ttl_ms\":{},\"min_hold\":{},\"instances\":[",
+      json_string(l.key), json_string(l.owner), json_string(l.host), l.pid, l.thread, json_string(l.name),
+      l.token, l.acquired_at_ms, json_string(iso_time(l.acquired_at_ms)), l.lease.count(), l.ttl.count(),
+      l.min_hold ? "true" : "false");
+  for (std::size_t i = 0; i < l.instances.size(); ++i) {
+    const auto& n = l.instances[i];
+    out += fmt::format("{}{{\"endpoint\":{},\"answered\":{},\"held\":{},\"owner\":{},\"token\":{},\"ttl_ms\":{},\"error\":{}}}",
+                       i == 0 ? "" : ",", json_string(n.endpoint), n.answered ? "true" : "false",
+                       n.held ? "true" : "false", json_string(n.owner), n.token, n.ttl.count(),
+                       json_string(n.error));
+  }
+  return out + "]}";
+}
+
+std::string json_audit(const dlock::AuditEntry& e) {
+  return fmt::format(
+      "{{\"id\":{},\"at_ms\":{},\"at\":{},\"user\":{},\"host\":{},\"pid\":{},\"note\":{},\"key\":{},"
+      "\"owner\":{},\"token\":{},\"owner_host\":{},\"owner_pid\":{},\"owner_name\":{}}}",
+      json_string(e.id), e.at_ms, json_string(iso_time(e.at_ms)), json_string(e.user), json_string(e.host), e.pid,
+      json_string(e.note), json_string(e.key), json_string(e.owner), e.token, json_string(e.owner_host),
+      e.owner_pid, json_string(e.owner_name));
+}
+
+std::string header(const dlock::Config& config, const std::string& backend) {
+  return fmt::format("\"service\":{},\"backend\":{}", json_string(config.service), json_string(backend));
+}
+
+// An aligned table: every column as wide as its widest cell.
+void print_table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> width;
+  for (const auto& row : rows) {
+    width.resize(std::max(width.size(), row.size()));
+    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      line += row[c];
+      if (c + 1 < row.size()) line += std::string(width[c] - row[c].size() + 2, ' ');
+    }
+    std::puts(line.c_str());
+  }
+}
+
+void print_lock_detail(const dlock::LockInfo& l) {
+  std::vector<std::vector<std::string>> rows = {
+      {"key:", printable(l.key)},
+      {"owner:", l.owner},
+      {"host:", printable(l.host)},
+      {"pid:", std::to_string(l.pid)},
+      {"thread:", std::to_string(l.thread)},
+      {"name:", printable(l.name)},
+      {"token:", std::to_string(l.token)},
+      {"acquired at:", iso_time(l.acquired_at_ms) + " (server clock)"},
+      {"lease:", duration_text(l.lease)},
+      {"ttl:", duration_text(l.ttl)},
+      {"min_hold:", l.min_hold ? "released by its owner, kept until min_hold ends" : "no"},
+  };
+  print_table(rows);
+  if (!l.instances.empty()) {
+    std::puts("instances:");
+    std::vector<std::vector<std::string>> inst = {{"  ENDPOINT", "STATE", "OWNER", "TOKEN", "TTL"}};
+    for (const auto& n : l.instances) {
+      inst.push_back({"  " + n.endpoint, !n.answered ? "unreachable" : n.held ? "held" : "free",
+                      n.held ? n.owner : "-", n.held ? std::to_string(n.token) : "-",
+                      n.held ? duration_text(n.ttl) : "-"});
+    }
+    print_table(inst);
+  }
+}
+
+// ---- commands -------------------------------------------------------------------------
+
+dlock::Config load(const Options& o) {
+  if (o.config_path) return dlock::load_config(*o.config_path);
+  if (const char* env = std::getenv("DLOCK_CONFIG"); env != nullptr && *env != '\0') {
+    return dlock::load_config(env);
+  }
+  return dlock::Config::builtin();
+}
+
+const char* topology_name(dlock::Topology t) {
+  switch (t) {
+    case dlock::Topology::kSingle: return "single";
+    case dlock::Topology::kSentinel: return "sentinel";
+    case dlock::Topology::kCluster: return "cluster";
+    case dlock::Topology::kRedlock: return "redlock";
+    case dlock::Topology::kMemory: return "memory";
+  }
+  return "?";
+}
+
+std::string endpoint_text(const dlock::Endpoint& e) {
+  return e.host.find(':') != std::string::npos ? fmt::format("[{}]:{}", e.host, e.port)
+                                               : fmt::format("{}:{}", e.host, e.port);
+}
+
+int check_config(const Options& o, const dlock::Config& config) {
+  // Building a client also checks what loading cannot (a topology this build lacks).
+  dlock::Client client(config);
+  (void)client;
+  if (o.json) {
+    std::string backends;
+    for (const auto& [name, b] : config.backends) {
+      std::string endpoints;
+      for (const auto& e : b.endpoints) endpoints += (endpoints.empty() ? "" : ",") + json_string(endpoint_text(e));
+      backends += fmt::format("{}{{\"name\":{},\"topology\":\"{}\",\"endpoints\":[{}]}}", backends.empty() ? "" : ",",
+                              json_string(name), topology_name(b.topology), endpoints);
+    }
+    std::puts(fmt::format("{{\"ok\":true,\"source\":{},\"service\":{},\"backends\":[{}]}}",
+                          json_string(config.source), json_string(config.service), backends)
+                  .c_str());
+    return kOk;
+  }
+  std::puts(fmt::format("{}: ok (service \"{}\")", config.source, printable(config.service)).c_str());
+  for (const auto& [name, b] : config.backends) {
+    std::string endpoints;
+    for (const auto& e : b.endpoints) endpoints += (endpoints.empty() ? "" : " ") + endpoint_text(e);
+    std::puts(fmt::format("  backend {}: {} {}", name, topology_name(b.topology), endpoints).c_str());
+  }
+  return kOk;
+}
+
+int list(const Options& o, const dlock::Config& config, const dlock::Admin& admin) {
+  if (o.positional.size() > 2) throw UsageError("list takes at most one PATTERN");
+  const std::string pattern = o.positional.size() == 2 ? o.positional[1] : "*";
+  const auto locks = admin.list(pattern, o.backend);
+  if (o.json) {
+    std::string items;
+    for (const auto& l : locks) items += (items.empty() ? "" : ",") + json_lock(l);
+    std::puts(fmt::format("{{{},\"pattern\":{},\"locks\":[{}]}}", header(config, o.backend), json_string(pattern), items)
+                  .c_str());
+    return kOk;
+  }
+  if (locks.empty()) {
+    std::puts(fmt::format("no locks held matching '{}' (service \"{}\", backend {})", printable(pattern),
+                          printable(config.service), o.backend)
+                  .c_str());
+    return kOk;
+  }
+  std::vector<std::vector<std::string>> rows = {{"KEY", "OWNER", "HOST", "PID", "NAME", "TOKEN", "TTL"}};
+  for (const auto& l : locks) {
+    rows.push_back({printable(l.key), l.owner, printable(l.host), std::to_string(l.pid),
+                    l.name.empty() ? "-" : printable(l.name), std::to_string(l.token),
+                    duration_text(l.ttl) + (l.min_hold ? " (min_hold)" : "")});
+  }
+  print_table(rows);
+  return kOk;
+}
+
+int inspect(const Options& o, const dlock::Config& config, const dlock::Admin& admin) {
+  if (o.positional.size() != 2) throw UsageError("inspect needs exactly one KEY");
+  const std::string& key = o.positional[1];
+  const auto lock = admin.inspect(key, o.backend);
+  if (o.json) {
+    std::puts(fmt::format("{{{},\"key\":{},\"lock\":{}}}", header(config, o.backend), json_string(key),
+                          lock ? json_lock(*lock) : "null")
+                  .c_str());
+  } else if (lock) {
+    print_lock_detail(*lock);
+  }
+  if (!lock) {
+    std::fputs(fmt::format("dlockctl: no lock held on '{}' (service \"{}\", backend {})\n", printable(key),
+                           printable(config.service), o.backend)
+                   .c_str(),
+               stderr);
+    return kNotFound;
+  }
+  return kOk;
+}
+
+int release(const Options& o, const dlock::Config& config, const dlock::Admin& admin) {
+  if (o.positional.size() != 2) throw UsageError("release needs exactly one KEY");
+  if (!o.force) {
+    throw UsageError("release deletes a lock that someone else holds: add --force to do it (it is recorded)");
+  }
+  const std::string& key = o.positional[1];
+  const auto removed = admin.force_release(key, o.note.value_or(""), o.backend);
+  if (o.json) {
+    std::puts(fmt::format("{{{},\"key\":{},\"released\":{},\"lock\":{}}}", header(config, o.backend),
+                          json_string(key), removed ? "true" : "false", removed ? json_lock(*removed) : "null")
+                  .c_str());
+  } else if (removed) {
+    std::puts(fmt::format("released '{}': owner {} (host {}, pid {}, name {}), token {}; recorded in history",
+                          printable(key), removed->owner, printable(removed->host), removed->pid,
+                          removed->name.empty() ? "-" : printable(removed->name), removed->token)
+                  .c_str());
+  }
+  if (!removed) {
+    std::fputs(fmt::format("dlockctl: nothing to release: no lock held on '{}'\n", printable(key)).c_str(), stderr);
+    return kNotFound;
+  }
+  return kOk;
+}
+
+int history(const Options& o, const dlock::Config& config, const dlock::Admin& admin) {
+  if (o.positional.size() != 1) throw UsageError("history takes no arguments");
+  const auto entries = admin.history(o.limit, o.backend);
+  if (o.json) {
+    std::string items;
+    for (const auto& e : entries) items += (items.empty() ? "" : ",") + json_audit(e);
+    std::puts(fmt::format("{{{},\"entries\":[{}]}}", header(config, o.backend), items).c_str());
+    return kOk;
+  }
+  if (entries.empty()) {
+    std::puts("no forced releases recorded");
+    return kOk;
+  }
+  std::vector<std::vector<std::string>> rows = {{"AT", "BY", "KEY", "OWNER", "HOLDER", "TOKEN", "NOTE"}};
+  for (const auto& e : entries) {
+    rows.push_back({iso_time(e.at_ms), fmt::format("{}@{}:{}", e.user, printable(e.host), e.pid), printable(e.key),
+                    e.owner, fmt::format("{}:{} {}", printable(e.owner_host), e.owner_pid, printable(e.owner_name)),
+                    std::to_string(e.token), e.note.empty() ? "-" : printable(e.note)});
+  }
+  print_table(rows);
+  return kOk;
+}
+
+int fail(int code, std::string_view message) {
+  std::fputs(fmt::format("dlockctl: {}\n", message).c_str(), stderr);
+  return code;
+}
+
+int run(int argc, char** argv) {
+  Options o;
+  try {
+    o = parse_args(argc, argv);
+  } catch (const UsageError& e) {
+    return fail(kUsage, fmt::format("{} (try --help)", e.what()));
+  }
+  if (o.help) {
+    std::fputs(std::string(kUsageText).c_str(), stdout);
+    return kOk;
+  }
+  if (o.positional.empty()) {
+    std::fputs(std::string(kUsageText).c_str(), stderr);
+    return kUsage;
+  }
+  const std::string& command = o.positional[0];
+  if (command != "check-config" && command != "list" && command != "inspect" && command != "release" &&
+      command != "history") {
+    return fail(kUsage, fmt::format("unknown command '{}' (try --help)", command));
+  }
+  // The runtime logs to stderr; warnings (a forced release) and errors only.
+  dlock::set_log_level(dlock::LogLevel::kWarn);
+  try {
+    const dlock::Config config = load(o);
+    if (command == "check-config") return check_config(o, config);
+    if (config.backends.find(o.backend) == config.backends.end()) {
+      return fail(kBadConfig, fmt::format("{}: no backend named '{}'", config.source, o.backend));
+    }
+    const dlock::Admin admin{dlock::Client(config)};
+    if (command == "list") return list(o, config, admin);
+    if (command == "inspect") return inspect(o, config, admin);
+    if (command == "release") return release(o, config, admin);
+    return history(o, config, admin);
+  } catch (const UsageError& e) {
+    return fail(kUsage, fmt::format("{} (try --help)", e.what()));
+  } catch (const dlock::ConfigError& e) {
+    return fail(kBadConfig, e.what());
+  } catch (const dlock::BackendUnavailable& e) {
+    return fail(kUnreachable, fmt::format("lock server unreachable: {}", e.what()));
+  } catch (const dlock::AdminNotSupported& e) {
+    return fail(kUnsupported, e.what());
+  } catch (const std::exception& e) {
+    return fail(kInternal, fmt::format("unexpected error: {}", e.what()));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (...) {
+    return fail(kInternal, "unexpected error");
+  }
+}
