@@ -33,8 +33,9 @@ inline constexpr long kAuditCap = 1000;
 inline constexpr const char* kScanCount = "500";
 
 inline const Script& force_release_script() {
-  static const Script s{"force_release", lua::kForceReleaseLua, sha1_hex(lua::kForceReleaseLua)};
-  return s;
+  // Never destroyed, like the other scripts: background threads may use it during exit.
+  static const Script* s = new Script{"force_release", lua::kForceReleaseLua, sha1_hex(lua::kForceReleaseLua)};
+  return *s;
 }
 
 inline ScriptCall force_release_call(const LockKeys& keys) {

@@ -12,8 +12,8 @@ namespace {
 std::string millis_text(Millis d) { return std::to_string(d.count()); }
 
 const std::string& fence_lifetime_text() {
-  static const std::string text = millis_text(kFenceLifetime);
-  return text;
+  static const std::string* text = new std::string(millis_text(kFenceLifetime));  // outlives exit
+  return *text;
 }
 
 bool element_integer(const Reply& reply, std::size_t i, long long& out) {

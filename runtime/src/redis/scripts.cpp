@@ -33,17 +33,20 @@ bool is_noscript(const Reply& reply) { return reply.server_error() == ServerErro
 
 }  // namespace
 
+// The scripts are used by the watchdog thread, which may still be running while static
+// objects are destroyed at exit (the process-wide client goes last); so they are never
+// destroyed.
 const Script& acquire_script() {
-  static const Script s = make("acquire", lua::kAcquireLua);
-  return s;
+  static const Script* s = new Script(make("acquire", lua::kAcquireLua));  // never destroyed: see below
+  return *s;
 }
 const Script& renew_script() {
-  static const Script s = make("renew", lua::kRenewLua);
-  return s;
+  static const Script* s = new Script(make("renew", lua::kRenewLua));  // never destroyed: see below
+  return *s;
 }
 const Script& release_script() {
-  static const Script s = make("release", lua::kReleaseLua);
-  return s;
+  static const Script* s = new Script(make("release", lua::kReleaseLua));  // never destroyed: see below
+  return *s;
 }
 
 Reply run_script(Connection& conn, const Script& script, const std::vector<std::string_view>& keys,
