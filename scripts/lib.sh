@@ -4,7 +4,8 @@
 #   DLOCK_BUILD_DIR  the CMake build directory: $DLOCK_BUILD_DIR if set (relative to the
 #                    directory the script was started from), else build/ in the repository
 #   DLOCK_JOBS       parallel build and test jobs: $DLOCK_JOBS if set, else 2
-#   dlock_step TEXT, dlock_install_deps, dlock_configure, dlock_build
+#   dlock_step TEXT, dlock_install_deps, dlock_configure [DIR [CMAKE_ARGS...]],
+#   dlock_build [DIR [TARGETS...]] (DIR defaults to $DLOCK_BUILD_DIR)
 
 DLOCK_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DLOCK_BUILD_DIR="${DLOCK_BUILD_DIR:-$DLOCK_ROOT/build}"
@@ -24,22 +25,31 @@ dlock_install_deps() {
   "$DLOCK_ROOT/scripts/install-deps"
 }
 
-# Configures the build directory. A directory configured before keeps its generator (CMake
-# refuses to switch); a new one uses Ninja when it is installed, else Unix Makefiles.
+# Configures a build directory ($DLOCK_BUILD_DIR unless given) as RelWithDebInfo, with any
+# further CMake arguments. A directory configured before keeps its generator (CMake refuses to
+# switch); a new one uses Ninja when it is installed, else Unix Makefiles.
 dlock_configure() {
-  dlock_step "configure: $DLOCK_BUILD_DIR"
+  local dir="${1:-$DLOCK_BUILD_DIR}"
+  shift $(($# > 0 ? 1 : 0))
+  dlock_step "configure: $dir"
   local generator=()
-  if [[ ! -f "$DLOCK_BUILD_DIR/CMakeCache.txt" ]]; then
+  if [[ ! -f "$dir/CMakeCache.txt" ]]; then
     if command -v ninja >/dev/null 2>&1; then
       generator=(-G Ninja)
     else
       generator=(-G "Unix Makefiles")
     fi
   fi
-  cmake -S "$DLOCK_ROOT" -B "$DLOCK_BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  cmake -S "$DLOCK_ROOT" -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
 }
 
+# Builds everything in a build directory ($DLOCK_BUILD_DIR unless given), or only the targets
+# named after it.
 dlock_build() {
-  dlock_step "build: -j$DLOCK_JOBS"
-  cmake --build "$DLOCK_BUILD_DIR" -j "$DLOCK_JOBS"
+  local dir="${1:-$DLOCK_BUILD_DIR}"
+  shift $(($# > 0 ? 1 : 0))
+  local targets=()
+  if (($# > 0)); then targets=(--target "$@"); fi
+  dlock_step "build: $dir -j$DLOCK_JOBS${targets[*]:+ ${targets[*]}}"
+  cmake --build "$dir" -j "$DLOCK_JOBS" "${targets[@]}"
 }

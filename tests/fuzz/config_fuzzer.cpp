@@ -1,0 +1,149 @@
+// Fuzz target: the YAML configuration loader, dlock::parse_config().
+//
+// Any text must give either a Config that keeps the promises of docs/CONFIG.md or a
+// dlock::ConfigError naming the file. Another exception, a crash, a hang, a leak, undefined
+// behaviour or runaway memory (run with -rss_limit_mb) is a bug. Every lock name and policy
+// of an accepted file is resolved as well, which must again give settings or a ConfigError.
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "dlock/config.hpp"
+#include "fuzz_check.hpp"
+
+namespace {
+
+constexpr std::string_view kSource = "fuzz.yaml";
+
+bool is_service_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '-' || c == ':' || c == '/';
+}
+
+void check_error(const dlock::ConfigError& error) {
+  const std::string_view what = error.what();
+  // FILE:LINE:COL: error: ..., or FILE: error: ... when there is no position.
+  DLOCK_FUZZ_CHECK(what.substr(0, kSource.size()) == kSource &&
+                       what.size() > kSource.size() && what[kSource.size()] == ':' &&
+                       what.find(": error: ") != std::string_view::npos,
+                   "malformed message: {}", what);
+}
+
+void check_overrides(const dlock::Config& config, const dlock::LockOverrides& o) {
+  using dlock::Millis;
+  if (o.lease) DLOCK_FUZZ_CHECK(*o.lease > Millis{0}, "lease {}", o.lease->count());
+  if (o.max_hold) DLOCK_FUZZ_CHECK(*o.max_hold > Millis{0}, "max_hold {}", o.max_hold->count());
+  if (o.wait) DLOCK_FUZZ_CHECK(*o.wait >= Millis{0}, "wait {}", o.wait->count());
+  if (o.min_hold) DLOCK_FUZZ_CHECK(*o.min_hold >= Millis{0}, "min_hold {}", o.min_hold->count());
+  if (o.min_hold && o.max_hold) {
+    DLOCK_FUZZ_CHECK(*o.min_hold <= *o.max_hold, "min_hold {} > max_hold {}", o.min_hold->count(),
+                     o.max_hold->count());
+  }
+  if (o.backend) {
+    DLOCK_FUZZ_CHECK(config.backends.count(*o.backend) == 1, "unknown backend '{}'", *o.backend);
+  }
+}
+
+void check_backend(const std::string& name, const dlock::BackendConfig& b) {
+  using dlock::Millis;
+  using dlock::Topology;
+  DLOCK_FUZZ_CHECK(!name.empty() && b.name == name, "backend '{}' named '{}'", name, b.name);
+  if (b.topology == Topology::kMemory) {
+    DLOCK_FUZZ_CHECK(b.endpoints.empty(), "memory backend with {} endpoints", b.endpoints.size());
+    return;
+  }
+  DLOCK_FUZZ_CHECK(!b.endpoints.empty(), "backend '{}' without endpoints", name);
+  if (b.topology == Topology::kSingle) DLOCK_FUZZ_CHECK(b.endpoints.size() == 1, "single: {}", b.endpoints.size());
+  if (b.topology == Topology::kSentinel) DLOCK_FUZZ_CHECK(!b.master_name.empty(), "no master_name");
+  if (b.topology == Topology::kCluster) DLOCK_FUZZ_CHECK(b.database == 0, "cluster database {}", b.database);
+  for (const dlock::Endpoint& e : b.endpoints) {
+    DLOCK_FUZZ_CHECK(!e.host.empty() && e.port >= 1 && e.port <= 65535, "endpoint '{}':{}", e.host,
+                     e.port);
+  }
+  DLOCK_FUZZ_CHECK(b.database >= 0 && b.wait_replicas >= 0, "database {} wait_replicas {}",
+                   b.database, b.wait_replicas);
+  DLOCK_FUZZ_CHECK(b.clock_drift_factor >= 0 && b.clock_drift_factor < 0.5, "drift {}",
+                   b.clock_drift_factor);
+  DLOCK_FUZZ_CHECK(b.pool_size >= 1 && b.pool_size <= 1024, "pool_size {}", b.pool_size);
+  DLOCK_FUZZ_CHECK(b.connect_timeout > Millis{0} && b.command_timeout > Millis{0} &&
+                       b.poll_interval > Millis{0},
+                   "timeouts {} {} {}", b.connect_timeout.count(), b.command_timeout.count(),
+                   b.poll_interval.count());
+}
+
+void check_settings(const dlock::Config& config, const dlock::LockSettings& s) {
+  using dlock::Millis;
+  DLOCK_FUZZ_CHECK(s.lease > Millis{0} && s.wait >= Millis{0} && s.min_hold >= Millis{0},
+                   "lease {} wait {} min_hold {}", s.lease.count(), s.wait.count(),
+                   s.min_hold.count());
+  if (s.max_hold) {
+    DLOCK_FUZZ_CHECK(*s.max_hold > Millis{0} && s.min_hold <= *s.max_hold, "min {} max {}",
+                     s.min_hold.count(), s.max_hold->count());
+  }
+  DLOCK_FUZZ_CHECK(config.backends.count(s.backend) == 1, "resolved to unknown backend '{}'",
+                   s.backend);
+}
+
+void resolve(const dlock::Config& config, const std::string& guard, const std::string& policy) {
+  try {
+    check_settings(config, config.resolve(guard, policy, {}));
+  } catch (const dlock::ConfigError& error) {
+    // Only an unknown policy or a min_hold/max_hold clash across levels may be refused.
+    const std::string_view what = error.what();
+    DLOCK_FUZZ_CHECK(what.find("error: guard '") != std::string_view::npos, "{}", what);
+  }
+}
+
+void check_config(const dlock::Config& config) {
+  DLOCK_FUZZ_CHECK(config.source == kSource, "source '{}'", config.source);
+  DLOCK_FUZZ_CHECK(!config.service.empty() && config.service.size() <= 128, "service length {}",
+                   config.service.size());
+  for (char c : config.service) DLOCK_FUZZ_CHECK(is_service_char(c), "service '{}'", config.service);
+  DLOCK_FUZZ_CHECK(!config.backends.empty(), "no backends");
+  DLOCK_FUZZ_CHECK(config.defaults.backend || config.backends.count("default") == 1,
+                   "no default backend");
+  for (const auto& [name, backend] : config.backends) check_backend(name, backend);
+  check_overrides(config, config.defaults);
+  for (const auto& [name, o] : config.policies) {
+    DLOCK_FUZZ_CHECK(!name.empty(), "empty policy name");
+    check_overrides(config, o);
+  }
+  for (const auto& [name, o] : config.locks) {
+    DLOCK_FUZZ_CHECK(!name.empty(), "empty guard name");
+    check_overrides(config, o);
+  }
+
+  resolve(config, "fuzz::unlisted", "");
+  resolve(config, "fuzz::unlisted", "no such policy");
+  std::size_t budget = 64;  // a file may list thousands of names; a sample is enough
+  for (const auto& [guard, o] : config.locks) {
+    if (budget-- == 0) break;
+    resolve(config, guard, "");
+    for (const auto& [policy, p] : config.policies) {
+      if (budget-- == 0) break;
+      resolve(config, guard, policy);
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  // For ${NAME} references (see config.dict).
+  ::setenv("DLOCK_FUZZ_HOST", "127.0.0.1:6380", 1);
+  ::setenv("DLOCK_FUZZ_PASSWORD", "hunter2", 1);
+  ::setenv("DLOCK_FUZZ_EMPTY", "", 1);
+  ::unsetenv("DLOCK_FUZZ_UNSET");
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  try {
+    check_config(dlock::parse_config(text, std::string(kSource)));
+  } catch (const dlock::ConfigError& error) {
+    check_error(error);
+  }
+  return 0;
+}
