@@ -141,7 +141,11 @@ std::optional<Redirect> Reply::redirect(const Endpoint& from) const {
   out.target.host = std::string(where.substr(0, colon));
   out.target.port = std::atoi(std::string(where.substr(colon + 1)).c_str());
   if (out.target.host.empty() || out.target.host == "?") out.target.host = from.host;
-  if (out.target.port <= 0) return std::nullopt;
+  // A slot or port out of range is not a redirect we can follow (and would index the slot
+  // map out of bounds): treat the reply as an ordinary error.
+  if (out.slot < 0 || out.slot > 16383 || out.target.port <= 0 || out.target.port > 65535) {
+    return std::nullopt;
+  }
   return out;
 }
 
@@ -192,7 +196,8 @@ bool Connection::measure_clock(std::string& error) {
   const auto before = Clock::now();
   Reply time = command({"TIME"});
   const auto after = Clock::now();
-  if (!time.ok() || time.is_error() || time.element(1) == nullptr) {
+  if (!time.ok() || time.is_error() || time.element(1) == nullptr ||
+      time.element(0)->type != REDIS_REPLY_STRING || time.element(1)->type != REDIS_REPLY_STRING) {
     error = fmt::format("TIME on {} failed: {}", to_string(endpoint_),
                         time.ok() ? std::string(time.text()) : time.error());
     return false;
