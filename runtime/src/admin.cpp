@@ -139,4 +139,10 @@ std::vector<AuditEntry> Admin::history(std::size_t limit, const std::string& bac
   return client_.core()->backend(backend)->admin_history(limit);
 }
 
+std::vector<RunRecord> Admin::runs(std::string_view pattern, const std::string& backend) const {
+  std::vector<RunRecord> out = client_.core()->backend(backend)->admin_runs(pattern);
+  std::sort(out.begin(), out.end(), [](const RunRecord& a, const RunRecord& b) { return a.key < b.key; });
+  return out;
+}
+
 }  // namespace dlock

@@ -14,6 +14,7 @@
 #include "dlock/admin.hpp"
 #include "dlock/config.hpp"
 #include "dlock/key.hpp"
+#include "dlock/schedule.hpp"
 #include "metrics.hpp"
 #include "steady.hpp"
 
@@ -63,6 +64,12 @@ class ReleaseWatch {
   virtual bool wait_until(Clock::time_point until) = 0;
 };
 
+/// What claim_run.lua (or the memory store) answered.
+struct RunClaimReply {
+  ClaimStatus status = ClaimStatus::kNotHeld;
+  RunRecord record;  ///< kClaimed: ours, completed; kAlreadyRan: the earlier one
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -78,6 +85,19 @@ class Backend {
   virtual std::unique_ptr<ReleaseWatch> watch(const Key& key) = 0;
 
   [[nodiscard]] virtual const BackendConfig& config() const = 0;
+
+  // Scheduled runs (dlock/schedule.hpp). They throw BackendUnavailable when the servers
+  // cannot be reached within the backend's timeouts.
+
+  /// The server's clock, ms since the Unix epoch.
+  virtual std::int64_t server_time_ms() = 0;
+  /// Writes `mine` (owner, label, host, pid set; the rest filled in from the lock) as the
+  /// run record of `key`, kept for `keep`, if `owner` holds the lock and no record exists.
+  virtual RunClaimReply claim_run(const Key& key, const RunRecord& mine, Millis keep) = 0;
+  /// Sets the finish time and `outcome` of the record of `key` if it is `owner`'s.
+  virtual bool finish_run(const Key& key, std::string_view owner, std::string_view outcome) noexcept = 0;
+  /// Run records whose key matches the glob `pattern`, in any order.
+  virtual std::vector<RunRecord> admin_runs(std::string_view pattern) = 0;
 
   // Admin operations for tools (dlock::Admin, dlockctl). They throw BackendUnavailable
   // when the servers cannot be reached; the defaults throw AdminNotSupported.

@@ -23,6 +23,9 @@ class ReleaseSignals::Watch final : public ReleaseWatch {
 };
 
 std::unique_ptr<ReleaseWatch> ReleaseSignals::watch(const std::string& channel) {
+  // Without this, a last drop racing a first watch could call the hook with (true) and then
+  // (false), leaving the channel unsubscribed while somebody waits on it.
+  std::lock_guard interest(interest_mutex_);
   bool first;
   std::uint64_t seen;
   {
@@ -55,6 +58,7 @@ std::vector<std::string> ReleaseSignals::channels() const {
 }
 
 void ReleaseSignals::drop(const std::string& channel) {
+  std::lock_guard interest(interest_mutex_);
   bool last = false;
   {
     std::lock_guard lock(mutex_);

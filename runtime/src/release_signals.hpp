@@ -17,7 +17,9 @@ namespace dlock::internal {
 class ReleaseSignals {
  public:
   /// Called with (channel, true) when a channel gains its first watcher and (channel,
-  /// false) when it loses its last one, under no lock of ours.
+  /// false) when it loses its last one, one call at a time and in the order of those
+  /// changes, under no lock that notify(), channels() or a waiting watch take. It must not
+  /// arm or drop a watch itself.
   using InterestHook = std::function<void(const std::string& channel, bool interested)>;
 
   explicit ReleaseSignals(InterestHook hook = {}) : hook_(std::move(hook)) {}
@@ -37,6 +39,9 @@ class ReleaseSignals {
   void drop(const std::string& channel);
 
   InterestHook hook_;
+  // Held across a first watch or a last drop and its hook call, so that the hook sees the
+  // changes in the order they happen.
+  std::mutex interest_mutex_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::map<std::string, Signal> signals_;

@@ -6,6 +6,7 @@
 #include <memory>
 #include <thread>
 
+#include "dlock/admin.hpp"
 #include "dlock/dlock.hpp"
 #include "endpoints.hpp"
 #include "redis_groups.hpp"
@@ -377,6 +378,89 @@ TEST_P(LockContract, ManyThreadsSharingOneClientNeverOverlap) {
   int total = 0;
   for (auto& g : guarded) total += g.counter;
   EXPECT_EQ(total, kThreads * kRounds);
+}
+
+// Scheduled runs (dlock/schedule.hpp): one record per key, written only by a holder.
+
+TEST_P(LockContract, ARunIsClaimedOnceEvenAfterItsLockExpiredAndWasTakenAgain) {
+  Client a = make_client(), b = make_client();
+  LockSettings s = settings(300ms);
+  s.max_hold = 300ms;  // the first run outlives its lock
+  Lease first = a.acquire("report:7", s, "report");
+  ASSERT_TRUE(first);
+  RunClaim mine = claim_run(first.view(), RunOptions{"instance-a", 60s});
+  ASSERT_EQ(mine.status(), ClaimStatus::kClaimed);
+  EXPECT_EQ(mine.record().token, first.token());
+  EXPECT_EQ(mine.record().outcome, "running");
+  EXPECT_EQ(mine.record().name, "report");
+  EXPECT_GT(mine.record().started_at_ms, 0);
+
+  Lease second = b.acquire("report:7", settings(10s, 3s), "report");  // after max_hold
+  ASSERT_TRUE(second) << second.error();
+  RunClaim again = claim_run(second.view(), RunOptions{"instance-b", 60s});
+  EXPECT_EQ(again.status(), ClaimStatus::kAlreadyRan);
+  EXPECT_FALSE(again);
+  EXPECT_EQ(again.record().label, "instance-a");
+  EXPECT_EQ(again.record().owner, mine.record().owner);
+  EXPECT_EQ(again.record().token, first.token());
+  EXPECT_GT(again.record().ttl, 50s);
+
+  // The first holder lost its lease during the run: its outcome says so.
+  ASSERT_TRUE(wait_until([&] { return first.lost(); }, 2s, 5ms));
+  EXPECT_TRUE(mine.finish());
+  const std::vector<RunRecord> runs = Admin(a).runs("report:*");
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].key, "report:7");
+  EXPECT_EQ(runs[0].outcome, "lost");
+  EXPECT_GE(runs[0].finished_at_ms, runs[0].started_at_ms);
+  EXPECT_FALSE(mine.finish());  // once
+}
+
+TEST_P(LockContract, OnlyTheHolderCanClaimAndARunFinishesOkOrFailed) {
+  Client a = make_client();
+  {
+    Lease lease = a.acquire("job:ok", settings(10s));
+    ASSERT_TRUE(lease);
+    { RunClaim run = claim_run(lease.view()); ASSERT_TRUE(run); }
+    Lease failing = a.acquire("job:failed", settings(10s));
+    ASSERT_TRUE(failing);
+    try {
+      RunClaim run = claim_run(failing.view());
+      ASSERT_TRUE(run);
+      throw std::runtime_error("the job failed");
+    } catch (const std::runtime_error&) {
+    }
+    Lease released = a.acquire("job:released", settings(10s));
+    ASSERT_TRUE(released);
+    const LeaseView view = released.view();
+    released.release();
+    EXPECT_EQ(claim_run(view).status(), ClaimStatus::kNotHeld);
+  }
+  std::vector<RunRecord> runs = Admin(a).runs("job:*");
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].key, "job:failed");
+  EXPECT_EQ(runs[0].outcome, "failed");
+  EXPECT_EQ(runs[1].key, "job:ok");
+  EXPECT_EQ(runs[1].outcome, "ok");
+  EXPECT_TRUE(Admin(a).runs("nothing:*").empty());
+  EXPECT_THROW((void)claim_run(LeaseView{}), std::logic_error);
+}
+
+TEST_P(LockContract, ClientsNameTheSameSlotFromTheServersClock) {
+  Client a = make_client(), b = make_client();
+  const std::int64_t before = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::system_clock::now().time_since_epoch()).count();
+  const Slot x = nearest_slot(a, 60s);
+  const Slot y = current_slot(b, 60s);
+  // Same server clock, read a moment apart: the slot in progress is the nearest one or the
+  // one before it.
+  EXPECT_TRUE(x.index == y.index || x.index == y.index + 1) << x.index << " " << y.index;
+  EXPECT_EQ(y.starts_at_ms, y.index * 60000);
+  EXPECT_LE(y.starts_at_ms, y.server_now_ms);
+  EXPECT_GT(y.starts_at_ms + 60000, y.server_now_ms);
+  EXPECT_LE(std::abs(y.server_now_ms - before), 5000);  // the servers run on this host
+  EXPECT_LE(y.next_starts_at - std::chrono::steady_clock::now(), 60s);
+  EXPECT_THROW((void)current_slot(a, 0ms), std::invalid_argument);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, LockContract,

@@ -44,6 +44,8 @@ Commands:
   release KEY --force     delete the lock whoever holds it, wake its waiters and record
       [--note TEXT]       who did it in the audit history
   history [--limit N]     the recorded forced releases, newest first (default 20)
+  runs [PATTERN]          recorded scheduled runs (dlock::claim_run) whose key matches,
+      [--limit N]         the N most recent by start, oldest first (default 20)
 
 Options:
   --config FILE     configuration file (default: $DLOCK_CONFIG, else built-in:
@@ -187,6 +189,16 @@ std::string json_audit(const dlock::AuditEntry& e) {
       json_string(e.id), e.at_ms, json_string(iso_time(e.at_ms)), json_string(e.user), json_string(e.host), e.pid,
       json_string(e.note), json_string(e.key), json_string(e.owner), e.token, json_string(e.owner_host),
       e.owner_pid, json_string(e.owner_name));
+}
+
+std::string json_run(const dlock::RunRecord& r, bool abandoned) {
+  return fmt::format(
+      "{{\"key\":{},\"name\":{},\"label\":{},\"owner\":{},\"token\":{},\"host\":{},\"pid\":{},"
+      "\"started_at_ms\":{},\"started_at\":{},\"finished_at_ms\":{},\"outcome\":{},\"abandoned\":{},"
+      "\"ttl_ms\":{}}}",
+      json_string(r.key), json_string(r.name), json_string(r.label), json_string(r.owner), r.token,
+      json_string(r.host), r.pid, r.started_at_ms, json_string(iso_time(r.started_at_ms)), r.finished_at_ms,
+      json_string(r.outcome), abandoned ? "true" : "false", r.ttl.count());
 }
 
 std::string header(const dlock::Config& config, const std::string& backend) {
@@ -384,6 +396,48 @@ int history(const Options& o, const dlock::Config& config, const dlock::Admin& a
   return kOk;
 }
 
+// A run still marked running whose owner no longer holds the lock ended without saying so
+// (its process died or lost the lease and never came back).
+bool abandoned(const dlock::RunRecord& r, const dlock::Admin& admin, const std::string& backend) {
+  if (r.outcome != "running") return false;
+  const auto lock = admin.inspect(r.key, backend);
+  return !lock || lock->owner != r.owner;
+}
+
+int runs(const Options& o, const dlock::Config& config, const dlock::Admin& admin) {
+  if (o.positional.size() > 2) throw UsageError("runs takes at most one PATTERN");
+  const std::string pattern = o.positional.size() == 2 ? o.positional[1] : "*";
+  auto records = admin.runs(pattern, o.backend);
+  std::stable_sort(records.begin(), records.end(), [](const dlock::RunRecord& a, const dlock::RunRecord& b) {
+    return a.started_at_ms < b.started_at_ms;
+  });
+  if (records.size() > o.limit) records.erase(records.begin(), records.end() - static_cast<std::ptrdiff_t>(o.limit));
+  if (o.json) {
+    std::string items;
+    for (const auto& r : records) items += (items.empty() ? "" : ",") + json_run(r, abandoned(r, admin, o.backend));
+    std::puts(fmt::format("{{{},\"pattern\":{},\"runs\":[{}]}}", header(config, o.backend), json_string(pattern), items)
+                  .c_str());
+    return kOk;
+  }
+  if (records.empty()) {
+    std::puts(fmt::format("no runs recorded matching '{}' (service \"{}\", backend {})", printable(pattern),
+                          printable(config.service), o.backend)
+                  .c_str());
+    return kOk;
+  }
+  std::vector<std::vector<std::string>> rows = {{"KEY", "LABEL", "HOST", "PID", "TOKEN", "STARTED", "TOOK", "OUTCOME"}};
+  for (const auto& r : records) {
+    const std::string took = r.finished_at_ms >= r.started_at_ms && r.finished_at_ms > 0
+                                 ? duration_text(std::chrono::milliseconds(r.finished_at_ms - r.started_at_ms))
+                                 : "-";
+    rows.push_back({printable(r.key), r.label.empty() ? "-" : printable(r.label), printable(r.host),
+                    std::to_string(r.pid), std::to_string(r.token), iso_time(r.started_at_ms), took,
+                    abandoned(r, admin, o.backend) ? "abandoned" : printable(r.outcome)});
+  }
+  print_table(rows);
+  return kOk;
+}
+
 int fail(int code, std::string_view message) {
   std::fputs(fmt::format("dlockctl: {}\n", message).c_str(), stderr);
   return code;
@@ -406,7 +460,7 @@ int run(int argc, char** argv) {
   }
   const std::string& command = o.positional[0];
   if (command != "check-config" && command != "list" && command != "inspect" && command != "release" &&
-      command != "history") {
+      command != "history" && command != "runs") {
     return fail(kUsage, fmt::format("unknown command '{}' (try --help)", command));
   }
   // The runtime logs to stderr; warnings (a forced release) and errors only.
@@ -421,6 +475,7 @@ int run(int argc, char** argv) {
     if (command == "list") return list(o, config, admin);
     if (command == "inspect") return inspect(o, config, admin);
     if (command == "release") return release(o, config, admin);
+    if (command == "runs") return runs(o, config, admin);
     return history(o, config, admin);
   } catch (const UsageError& e) {
     return fail(kUsage, fmt::format("{} (try --help)", e.what()));

@@ -24,6 +24,7 @@
 #include "dlock/client.hpp"
 #include "dlock/errors.hpp"
 #include "dlock/key.hpp"
+#include "dlock/schedule.hpp"
 
 namespace dlock {
 
@@ -99,6 +100,10 @@ class Admin {
   /// The recorded forced releases, newest first, at most `limit`.
   [[nodiscard]] std::vector<AuditEntry> history(std::size_t limit = 100,
                                                 const std::string& backend = "default") const;
+
+  /// Recorded scheduled runs (dlock::claim_run) whose key matches `pattern`, sorted by key.
+  [[nodiscard]] std::vector<RunRecord> runs(std::string_view pattern = "*",
+                                            const std::string& backend = "default") const;
 
   [[nodiscard]] const Client& client() const { return client_; }
 

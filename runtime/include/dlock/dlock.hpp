@@ -23,6 +23,7 @@
 #include "dlock/lease.hpp"
 #include "dlock/log.hpp"
 #include "dlock/metrics.hpp"
+#include "dlock/schedule.hpp"
 
 namespace dlock {
 

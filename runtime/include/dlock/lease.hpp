@@ -77,6 +77,9 @@ class LeaseView {
   /// watchdog thread. It must not block.
   void on_lost(std::function<void(const LeaseView&)> callback) const;
 
+  /// For the runtime.
+  [[nodiscard]] const std::shared_ptr<internal::LeaseState>& state() const noexcept { return state_; }
+
  private:
   std::shared_ptr<internal::LeaseState> state_;
 };

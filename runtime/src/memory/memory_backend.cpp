@@ -133,7 +133,64 @@ class MemoryStore {
     return {audit_.begin(), audit_.begin() + static_cast<std::ptrdiff_t>(std::min(limit, audit_.size()))};
   }
 
+  RunClaimReply claim_run(const std::string& key, const RunRecord& mine, Millis keep) {
+    std::lock_guard lock(mutex_);
+    const auto now = Clock::now();
+    const Entry* entry = live(key, now);
+    if (entry == nullptr || entry->owner != mine.owner || entry->released) return {ClaimStatus::kNotHeld, {}};
+    if (const Run* run = live_run(key, now)) {
+      RunClaimReply earlier{ClaimStatus::kAlreadyRan, run->record};
+      earlier.record.ttl = std::chrono::ceil<Millis>(run->expires_at - now);
+      return earlier;
+    }
+    Run& run = runs_[key];
+    run.record = mine;
+    run.record.key = key;
+    run.record.name = entry->name;
+    run.record.started_at_ms = wall_ms();
+    run.record.finished_at_ms = 0;
+    run.record.outcome = "running";
+    run.expires_at = later(now, std::max(keep, Millis{1}));
+    return {ClaimStatus::kClaimed, run.record};
+  }
+
+  bool finish_run(const std::string& key, std::string_view owner, std::string_view outcome) {
+    std::lock_guard lock(mutex_);
+    Run* run = live_run(key, Clock::now());
+    if (run == nullptr || run->record.owner != owner) return false;
+    run->record.finished_at_ms = wall_ms();
+    run->record.outcome = outcome;
+    return true;
+  }
+
+  std::vector<RunRecord> runs(std::string_view pattern) {
+    std::lock_guard lock(mutex_);
+    const auto now = Clock::now();
+    std::vector<RunRecord> out;
+    for (const auto& [key, run] : runs_) {
+      if (run.expires_at <= now || !glob_match(pattern, key)) continue;
+      out.push_back(run.record);
+      out.back().ttl = std::chrono::ceil<Millis>(run.expires_at - now);
+    }
+    return out;
+  }
+
  private:
+  struct Run {
+    RunRecord record;
+    Clock::time_point expires_at;
+  };
+
+  Run* live_run(const std::string& key, Clock::time_point now) {
+    auto it = runs_.find(key);
+    if (it == runs_.end()) return nullptr;
+    if (it->second.expires_at <= now) {
+      runs_.erase(it);
+      return nullptr;
+    }
+    return &it->second;
+  }
+
   struct Entry {
     std::string owner;
     std::uint64_t token = 0;
@@ -145,9 +202,12 @@ class MemoryStore {
     bool released = false;
   };
 
+ public:
   static std::int64_t wall_ms() {
     return std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
   }
+
+ private:
 
   static LockInfo info_of(const std::string& key, const Entry& entry, Clock::time_point now) {
     LockInfo info;
@@ -180,6 +240,7 @@ class MemoryStore {
   std::map<std::string, std::uint64_t> fences_;
   ReleaseSignals signals_;
   std::vector<AuditEntry> audit_;
+  std::map<std::string, Run> runs_;
 };
 
 std::shared_ptr<MemoryStore> shared_store(const std::string& service, const std::string& backend) {
@@ -220,6 +281,19 @@ class MemoryBackend final : public Backend {
     return store_->force_release(key.str(), who, config_.name);
   }
   std::vector<AuditEntry> admin_history(std::size_t limit) override { return store_->history(limit); }
+
+  std::int64_t server_time_ms() override { return MemoryStore::wall_ms(); }
+  RunClaimReply claim_run(const Key& key, const RunRecord& mine, Millis keep) override {
+    return store_->claim_run(key.str(), mine, keep);
+  }
+  bool finish_run(const Key& key, std::string_view owner, std::string_view outcome) noexcept override {
+    try {
+      return store_->finish_run(key.str(), owner, outcome);
+    } catch (...) {
+      return false;
+    }
+  }
+  std::vector<RunRecord> admin_runs(std::string_view pattern) override { return store_->runs(pattern); }
 
  private:
   BackendConfig config_;

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -52,19 +53,22 @@ inline std::string glob_escape(std::string_view text) {
   return out;
 }
 
-/// MATCH pattern for every lock key of `service`.
-inline std::string scan_match(std::string_view service) {
-  return "dlock:{" + glob_escape(escape_key_part(service)) + ":*}:lock";
+/// MATCH pattern for every lock key (`kind` "lock") or run record (`kind` "run") of
+/// `service`.
+inline std::string scan_match(std::string_view service, std::string_view kind = "lock") {
+  return "dlock:{" + glob_escape(escape_key_part(service)) + ":*}:" + std::string(kind);
 }
 
 inline std::string audit_key(std::string_view service) {
   return "dlock:{" + escape_key_part(service) + ":audit}";
 }
 
-/// The user key of a lock key of `service`, or nothing if it is not one.
-inline std::optional<std::string> user_key_of(std::string_view service, std::string_view redis_key) {
+/// The user key of a lock key (`kind` "lock") or run record (`kind` "run") of `service`,
+/// or nothing if it is not one.
+inline std::optional<std::string> user_key_of(std::string_view service, std::string_view redis_key,
+                                              std::string_view kind = "lock") {
   const std::string prefix = "dlock:{" + escape_key_part(service) + ":";
-  constexpr std::string_view suffix = "}:lock";
+  const std::string suffix = "}:" + std::string(kind);
   if (redis_key.size() < prefix.size() + suffix.size() || redis_key.substr(0, prefix.size()) != prefix ||
       redis_key.substr(redis_key.size() - suffix.size()) != suffix) {
     return std::nullopt;
@@ -142,6 +146,15 @@ inline Reply scan_lock_keys(Connection& conn, const std::string& match, std::vec
     for (std::size_t i = 0; i < keys->elements; ++i) out.emplace_back(str_of(keys->element[i]));
   } while (cursor != "0");
   return Reply::ok(nullptr);
+}
+
+/// scan_lock_keys, then sorted with each key once.
+inline Reply scan_keys_sorted(Connection& conn, const std::string& match, std::vector<std::string>& out) {
+  out.clear();
+  Reply reply = scan_lock_keys(conn, match, out);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return reply;
 }
 
 /// HGETALL and PTTL of one lock key: sets `out` when the key exists. Returns the first

@@ -13,6 +13,7 @@
 #include "redis/crc16.hpp"
 #include "redis/keys.hpp"
 #include "redis/lock_scripts.hpp"
+#include "redis/run_records.hpp"
 #include "redis/pool.hpp"
 #include "redis/subscriber.hpp"
 
@@ -162,35 +163,65 @@ class ClusterBackend final : public Backend {
 
   const BackendConfig& config() const override { return config_; }
 
-  // SCAN on every master of the slot map; each lock is read from the node it was found on.
+  std::int64_t server_time_ms() override {
+    std::int64_t now_ms = 0;
+    admin::require(routed(0, Clock::now() + config_.command_timeout,
+                          [&](Connection& conn, bool asking) { return runs::read_time_ms(conn, now_ms, asking); }),
+                   config_.name, "TIME");
+    return now_ms;
+  }
+
+  RunClaimReply claim_run(const Key& key, const RunRecord& mine, Millis keep) override {
+    const std::string lock_key = lock_keys(service_, key.str()).lock;
+    const ScriptCall call = runs::claim_call(lock_key, runs::run_key(service_, key.str()), mine, keep);
+    const Reply reply = routed(key_slot(lock_key), Clock::now() + config_.command_timeout,
+                               [&](Connection& conn, bool asking) { return call.run(conn, asking); });
+    admin::require(reply, config_.name, "recording the run");
+    if (auto claim = runs::claim_of(reply, mine)) return std::move(*claim);
+    throw BackendUnavailable(fmt::format("backend '{}': unexpected reply to the run claim", config_.name));
+  }
+
+  bool finish_run(const Key& key, std::string_view owner, std::string_view outcome) noexcept override {
+    try {
+      const std::string run_key = runs::run_key(service_, key.str());
+      const ScriptCall call = runs::finish_call(run_key, owner, outcome);
+      return runs::finished_of(routed(key_slot(run_key), Clock::now() + config_.command_timeout,
+                                      [&](Connection& conn, bool asking) { return call.run(conn, asking); }));
+    } catch (...) {
+      return false;
+    }
+  }
+
+  std::vector<RunRecord> admin_runs(std::string_view pattern) override {
+    std::vector<RunRecord> out;
+    scan_masters(admin::scan_match(service_, "run"), [&](const std::string& run_key) {
+      const auto key = admin::user_key_of(service_, run_key, "run");
+      if (!key || !glob_match(pattern, *key)) return;
+      std::optional<RunRecord> record;
+      admin::require(routed(key_slot(run_key), Clock::now() + config_.command_timeout,
+                            [&](Connection& conn, bool asking) {
+                              return runs::read_run(conn, run_key, *key, record, asking);
+                            }),
+                     config_.name, "HGETALL");
+      if (record) out.push_back(std::move(*record));
+    });
+    return out;
+  }
+
+  // Each lock is read from the node that serves its slot now.
   std::vector<LockInfo> admin_list(std::string_view pattern) override {
-    const auto deadline = Clock::now() + config_.command_timeout;
-    const auto map = slot_map(deadline);
-    if (!map || map->masters.empty()) {
-      throw BackendUnavailable(fmt::format("backend '{}': no slot map: {}", config_.name, last_refresh_error()));
-    }
-    const std::string match = admin::scan_match(service_);
     std::vector<LockInfo> out;
-    for (const auto& master : map->masters) {
-      std::vector<std::string> found;
-      admin::require(pool_for(master)->run([&](Connection& conn) {
-        found.clear();
-        return admin::scan_lock_keys(conn, match, found);
-      }), config_.name, fmt::format("SCAN on {}", to_string(master)));
-      std::sort(found.begin(), found.end());
-      found.erase(std::unique(found.begin(), found.end()), found.end());
-      for (const auto& lock_key : found) {
-        const auto key = admin::user_key_of(service_, lock_key);
-        if (!key || !glob_match(pattern, *key)) continue;
-        std::optional<LockInfo> info;
-        admin::require(routed(key_slot(lock_key), Clock::now() + config_.command_timeout,
-                              [&](Connection& conn, bool asking) {
-                                return admin::read_lock(conn, lock_key, *key, info, asking);
-                              }),
-                       config_.name, "HGETALL");
-        if (info) out.push_back(std::move(*info));
-      }
-    }
+    scan_masters(admin::scan_match(service_), [&](const std::string& lock_key) {
+      const auto key = admin::user_key_of(service_, lock_key);
+      if (!key || !glob_match(pattern, *key)) return;
+      std::optional<LockInfo> info;
+      admin::require(routed(key_slot(lock_key), Clock::now() + config_.command_timeout,
+                            [&](Connection& conn, bool asking) {
+                              return admin::read_lock(conn, lock_key, *key, info, asking);
+                            }),
+                     config_.name, "HGETALL");
+      if (info) out.push_back(std::move(*info));
+    });
     return out;
   }
 
@@ -239,6 +270,28 @@ class ClusterBackend final : public Backend {
   }
 
  private:
+  // SCAN with `match` on every master of the slot map; calls `each` once per key found.
+  template <typename Each>
+  void scan_masters(const std::string& match, const Each& each) {
+    const auto deadline = Clock::now() + config_.command_timeout;
+    const auto map = slot_map(deadline);
+    if (!map || map->masters.empty()) {
+      throw BackendUnavailable(fmt::format("backend '{}': no slot map: {}", config_.name, last_refresh_error()));
+    }
+    std::vector<std::string> found;
+    for (const auto& master : map->masters) {
+      std::vector<std::string> here;
+      admin::require(pool_for(master)->run([&](Connection& conn) {
+        here.clear();
+        return admin::scan_lock_keys(conn, match, here);
+      }), config_.name, fmt::format("SCAN on {}", to_string(master)));
+      found.insert(found.end(), here.begin(), here.end());
+    }
+    std::sort(found.begin(), found.end());
+    found.erase(std::unique(found.begin(), found.end()), found.end());
+    for (const auto& key : found) each(key);
+  }
+
   // Runs `call` on the master of `slot`, following MOVED and ASK, and retrying TRYAGAIN,
   // CLUSTERDOWN and unreachable nodes with back-off until `deadline`. Every script is
   // idempotent for one owner, so running it again is safe.

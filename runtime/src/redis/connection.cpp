@@ -196,16 +196,32 @@ bool Connection::measure_clock(std::string& error) {
   const auto before = Clock::now();
   Reply time = command({"TIME"});
   const auto after = Clock::now();
-  if (!time.ok() || time.is_error() || time.element(1) == nullptr ||
-      time.element(0)->type != REDIS_REPLY_STRING || time.element(1)->type != REDIS_REPLY_STRING) {
+  const std::optional<std::int64_t> server_us = server_time_us_of(time);
+  if (!server_us) {
     error = fmt::format("TIME on {} failed: {}", to_string(endpoint_),
-                        time.ok() ? std::string(time.text()) : time.error());
+                        !time.ok() ? time.error() : time.is_error() ? std::string(time.text()) : "unexpected reply");
     return false;
   }
-  const std::int64_t server_us = std::strtoll(time.element(0)->str, nullptr, 10) * 1000000 +
-                                 std::strtoll(time.element(1)->str, nullptr, 10);
-  server_offset_us_ = server_us - (steady_us(before) + steady_us(after)) / 2;
+  server_offset_us_ = *server_us - (steady_us(before) + steady_us(after)) / 2;
   return true;
+}
+
+std::optional<std::int64_t> server_time_us_of(const Reply& reply) {
+  const redisReply* raw = reply.get();
+  if (!reply.ok() || raw == nullptr || raw->type != REDIS_REPLY_ARRAY || raw->elements != 2) return std::nullopt;
+  std::int64_t parts[2] = {0, 0};
+  for (std::size_t i = 0; i < 2; ++i) {
+    const redisReply* e = raw->element[i];
+    if (e == nullptr || e->type != REDIS_REPLY_STRING || e->str == nullptr || e->len == 0 || e->len > 18) {
+      return std::nullopt;
+    }
+    for (std::size_t k = 0; k < e->len; ++k) {
+      if (e->str[k] < '0' || e->str[k] > '9') return std::nullopt;
+      parts[i] = parts[i] * 10 + (e->str[k] - '0');
+    }
+  }
+  if (parts[1] >= 1000000 || parts[0] > INT64_MAX / 1000000 - 1) return std::nullopt;
+  return parts[0] * 1000000 + parts[1];
 }
 
 std::int64_t Connection::server_time_us(Clock::time_point at) const noexcept {

@@ -79,6 +79,10 @@ class Reply {
   std::unique_ptr<redisReply, Free> raw_;
 };
 
+/// The time in a reply to TIME, in microseconds since the Unix epoch; nothing when the
+/// reply is not two decimal strings.
+[[nodiscard]] std::optional<std::int64_t> server_time_us_of(const Reply& reply);
+
 /// A data server has a dataset and a clock; a sentinel has neither (no SELECT, no TIME).
 enum class ServerKind { kData, kSentinel };
 

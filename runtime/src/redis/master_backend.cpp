@@ -9,6 +9,7 @@
 #include "redis/backend_admin.hpp"
 #include "redis/keys.hpp"
 #include "redis/lock_scripts.hpp"
+#include "redis/run_records.hpp"
 #include "redis/subscriber.hpp"
 
 namespace dlock::internal {
@@ -117,19 +118,51 @@ class MasterBackend final : public Backend {
 
   const BackendConfig& config() const override { return config_; }
 
-  std::vector<LockInfo> admin_list(std::string_view pattern) override {
-    std::vector<std::string> found;
-    const std::string match = admin::scan_match(service_);
+  std::int64_t server_time_ms() override {
+    std::int64_t now_ms = 0;
     admin::require(on_master(Clock::now() + config_.command_timeout,
-                             [&](Connection& conn) {
-                               found.clear();
-                               return admin::scan_lock_keys(conn, match, found);
-                             }),
-                   config_.name, "SCAN");
-    std::sort(found.begin(), found.end());
-    found.erase(std::unique(found.begin(), found.end()), found.end());
+                             [&](Connection& conn) { return runs::read_time_ms(conn, now_ms); }),
+                   config_.name, "TIME");
+    return now_ms;
+  }
+
+  RunClaimReply claim_run(const Key& key, const RunRecord& mine, Millis keep) override {
+    const ScriptCall call = runs::claim_call(lock_keys(service_, key.str()).lock, runs::run_key(service_, key.str()),
+                                             mine, keep);
+    const Reply reply = on_master(Clock::now() + config_.command_timeout,
+                                  [&](Connection& conn) { return call.run(conn); });
+    admin::require(reply, config_.name, "recording the run");
+    if (auto claim = runs::claim_of(reply, mine)) return std::move(*claim);
+    throw BackendUnavailable(fmt::format("backend '{}': unexpected reply to the run claim", config_.name));
+  }
+
+  bool finish_run(const Key& key, std::string_view owner, std::string_view outcome) noexcept override {
+    try {
+      const ScriptCall call = runs::finish_call(runs::run_key(service_, key.str()), owner, outcome);
+      return runs::finished_of(on_master(Clock::now() + config_.command_timeout,
+                                         [&](Connection& conn) { return call.run(conn); }));
+    } catch (...) {
+      return false;
+    }
+  }
+
+  std::vector<RunRecord> admin_runs(std::string_view pattern) override {
+    std::vector<RunRecord> out;
+    for (const auto& run_key : scan(admin::scan_match(service_, "run"))) {
+      const auto key = admin::user_key_of(service_, run_key, "run");
+      if (!key || !glob_match(pattern, *key)) continue;
+      std::optional<RunRecord> record;
+      admin::require(on_master(Clock::now() + config_.command_timeout,
+                               [&](Connection& conn) { return runs::read_run(conn, run_key, *key, record); }),
+                     config_.name, "HGETALL");
+      if (record) out.push_back(std::move(*record));
+    }
+    return out;
+  }
+
+  std::vector<LockInfo> admin_list(std::string_view pattern) override {
     std::vector<LockInfo> out;
-    for (const auto& lock_key : found) {
+    for (const auto& lock_key : scan(admin::scan_match(service_))) {
       const auto key = admin::user_key_of(service_, lock_key);
       if (!key || !glob_match(pattern, *key)) continue;
       std::optional<LockInfo> info;
@@ -183,6 +216,15 @@ class MasterBackend final : public Backend {
   }
 
  private:
+  // Every key matching `match` on the master, sorted, each once.
+  std::vector<std::string> scan(const std::string& match) {
+    std::vector<std::string> found;
+    admin::require(on_master(Clock::now() + config_.command_timeout,
+                             [&](Connection& conn) { return admin::scan_keys_sorted(conn, match, found); }),
+                   config_.name, "SCAN");
+    return found;
+  }
+
   std::vector<std::string_view> wait_command() const {
     if (config_.wait_replicas == 0) return {};
     return {"WAIT", wait_replicas_, wait_timeout_};

@@ -15,6 +15,7 @@
 #include "redis/keys.hpp"
 #include "redis/lock_scripts.hpp"
 #include "redis/pool.hpp"
+#include "redis/run_records.hpp"
 #include "redis/subscriber.hpp"
 
 namespace dlock::internal {
@@ -209,6 +210,125 @@ class RedlockBackend final : public Backend {
 
   const BackendConfig& config() const override { return config_; }
 
+  // Scheduled runs. These come from any thread, so they keep their per-instance state to
+  // themselves (not in answered_mask_). Instances are asked one after the other: a claim
+  // happens once per run, not once per lock.
+
+  // The median of the instances' clocks, from a quorum of them.
+  std::int64_t server_time_ms() override {
+    std::vector<std::int64_t> times;
+    std::string first_error;
+    for (const auto& instance : instances_) {
+      std::int64_t now_ms = 0;
+      const Reply reply = instance->pool.run([&](Connection& conn) { return runs::read_time_ms(conn, now_ms); });
+      if (reply.ok() && !reply.is_error()) {
+        times.push_back(now_ms);
+      } else if (first_error.empty()) {
+        first_error = reply.ok() ? std::string(reply.text()) : reply.error();
+      }
+    }
+    if (times.size() < quorum_) {
+      throw BackendUnavailable(fmt::format("backend '{}': TIME: only {} of {} instances answered; a quorum is {} ({})",
+                                           config_.name, times.size(), instances_.size(), quorum_, first_error));
+    }
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+  }
+
+  // Claimed when a quorum of instances recorded it; a record on a quorum can exist for one
+  // owner only, so two owners can never both claim a key.
+  RunClaimReply claim_run(const Key& key, const RunRecord& mine, Millis keep) override {
+    const ScriptCall call = runs::claim_call(lock_keys(service_, key.str()).lock, runs::run_key(service_, key.str()),
+                                             mine, keep);
+    std::size_t claimed = 0;
+    std::size_t unknown = 0;
+    std::optional<RunClaimReply> ours;
+    std::optional<RunClaimReply> earlier;
+    std::string first_error;
+    for (const auto& instance : instances_) {
+      const Reply reply = instance->pool.run([&](Connection& conn) { return call.run(conn); });
+      std::optional<RunClaimReply> claim = runs::claim_of(reply, mine);
+      if (!claim) {
+        ++unknown;
+        if (first_error.empty()) first_error = reply.ok() ? std::string(reply.text()) : reply.error();
+      } else if (claim->status == ClaimStatus::kClaimed) {
+        ++claimed;
+        if (!ours || claim->record.started_at_ms > ours->record.started_at_ms) ours = std::move(claim);
+      } else if (claim->status == ClaimStatus::kAlreadyRan && !earlier) {
+        earlier = std::move(claim);
+      }
+    }
+    if (claimed >= quorum_) return std::move(*ours);
+    if (claimed + unknown >= quorum_) {
+      throw BackendUnavailable(fmt::format("backend '{}': recording the run: {} of {} instances did not answer ({})",
+                                           config_.name, unknown, instances_.size(), first_error));
+    }
+    if (earlier) return std::move(*earlier);
+    return RunClaimReply{ClaimStatus::kNotHeld, {}};
+  }
+
+  bool finish_run(const Key& key, std::string_view owner, std::string_view outcome) noexcept override {
+    try {
+      const ScriptCall call = runs::finish_call(runs::run_key(service_, key.str()), owner, outcome);
+      std::size_t finished = 0;
+      for (const auto& instance : instances_) {
+        if (runs::finished_of(instance->pool.run([&](Connection& conn) { return call.run(conn); }))) ++finished;
+      }
+      return finished >= quorum_;
+    } catch (...) {
+      return false;
+    }
+  }
+
+  // A key's record is the one a majority of the answering instances agree on (by owner);
+  // otherwise the first found.
+  std::vector<RunRecord> admin_runs(std::string_view pattern) override {
+    const std::string match = admin::scan_match(service_, "run");
+    std::map<std::string, std::vector<RunRecord>> seen;
+    std::size_t answered = 0;
+    std::string first_error;
+    for (const auto& instance : instances_) {
+      std::vector<RunRecord> here;
+      const Reply reply = instance->pool.run([&](Connection& conn) {
+        here.clear();
+        std::vector<std::string> found;
+        Reply scanned = admin::scan_keys_sorted(conn, match, found);
+        if (!scanned.ok() || scanned.is_error()) return scanned;
+        for (const auto& run_key : found) {
+          const auto key = admin::user_key_of(service_, run_key, "run");
+          if (!key || !glob_match(pattern, *key)) continue;
+          std::optional<RunRecord> record;
+          Reply read = runs::read_run(conn, run_key, *key, record);
+          if (!read.ok() || read.is_error()) return read;
+          if (record) here.push_back(std::move(*record));
+        }
+        return Reply::ok(nullptr);
+      });
+      if (!reply.ok() || reply.is_error()) {
+        if (first_error.empty()) first_error = reply.ok() ? std::string(reply.text()) : reply.error();
+        continue;
+      }
+      ++answered;
+      for (auto& record : here) seen[record.key].push_back(std::move(record));
+    }
+    require_quorum(answered, first_error);
+    std::vector<RunRecord> out;
+    for (auto& [key, records] : seen) {
+      std::size_t best = 0;
+      std::size_t best_count = 0;
+      for (std::size_t i = 0; i < records.size(); ++i) {
+        const auto count = static_cast<std::size_t>(std::count_if(
+            records.begin(), records.end(), [&](const RunRecord& r) { return r.owner == records[i].owner; }));
+        if (count > best_count) {
+          best = i;
+          best_count = count;
+        }
+      }
+      out.push_back(std::move(records[best]));
+    }
+    return out;
+  }
+
   // Admin: every instance is asked; a lock is held when a majority holds it for one owner.
 
   std::vector<LockInfo> admin_list(std::string_view pattern) override {
@@ -222,10 +342,8 @@ class RedlockBackend final : public Backend {
       const Reply reply = instances_[i]->pool.run([&](Connection& conn) {
         here.clear();
         std::vector<std::string> found;
-        Reply scanned = admin::scan_lock_keys(conn, match, found);
+        Reply scanned = admin::scan_keys_sorted(conn, match, found);
         if (!scanned.ok() || scanned.is_error()) return scanned;
-        std::sort(found.begin(), found.end());
-        found.erase(std::unique(found.begin(), found.end()), found.end());
         for (const auto& lock_key : found) {
           const auto key = admin::user_key_of(service_, lock_key);
           if (!key || !glob_match(pattern, *key)) continue;
