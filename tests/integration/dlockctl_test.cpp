@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dlock/admin.hpp"
+#include "dlock/schedule.hpp"
 #include "ha_fixtures.hpp"
 
 namespace dlock::test {
@@ -240,12 +241,65 @@ TEST_F(Dlockctl, ForcedReleaseWakesAWaiterAndIsRecordedInHistory) {
   EXPECT_EQ(ctl({"--config", config, "release", "job:1", "--force"}, true).status, 1);
 }
 
+TEST_F(Dlockctl, RunsListsScheduledRunsAndMarksAbandonedOnes) {
+  const std::string config = write_config();
+  Client client(load_config(config));
+  LockSettings s;
+  s.lease = 10s;
+  std::uint64_t first_token = 0;
+  {
+    Lease lease = client.acquire("report:1", s, "report");
+    ASSERT_TRUE(lease);
+    first_token = lease.token();
+    RunClaim run = claim_run(lease.view(), RunOptions{"i1", 60s});
+    ASSERT_TRUE(run);
+  }  // finished: ok
+  std::this_thread::sleep_for(5ms);  // a later start time for the second run
+  Lease second = client.acquire("report:2", s, "report");
+  ASSERT_TRUE(second);
+  RunClaim abandoned = claim_run(second.view(), RunOptions{"i2", 60s});
+  ASSERT_TRUE(abandoned);
+  // Its holder is gone (here: its lock removed by hand); the record still says running.
+  ASSERT_EQ(ctl({"--config", config, "release", "report:2", "--force"}).status, 0);
+
+  const auto table = ctl({"--config", config, "runs", "report:*"});
+  EXPECT_EQ(table.status, 0) << table.output;
+  const auto row = [&](const std::string& key) {
+    const auto at = table.output.find(key);
+    return at == std::string::npos ? std::string() : table.output.substr(at, table.output.find('\n', at) - at);
+  };
+  EXPECT_NE(row("report:1").find(" ok"), std::string::npos) << table.output;
+  EXPECT_NE(row("report:1").find(std::to_string(first_token)), std::string::npos) << table.output;
+  EXPECT_NE(row("report:2").find("abandoned"), std::string::npos) << table.output;
+
+  auto json = parse_json(ctl({"--config", config, "--json", "runs"}).output);
+  EXPECT_EQ(json["runs.#"], "2");
+  EXPECT_EQ(json["runs.0.key"], json_text("report:1"));
+  EXPECT_EQ(json["runs.0.label"], json_text("i1"));
+  EXPECT_EQ(json["runs.0.name"], json_text("report"));
+  EXPECT_EQ(json["runs.0.outcome"], json_text("ok"));
+  EXPECT_EQ(json["runs.0.token"], std::to_string(first_token));
+  EXPECT_EQ(json["runs.0.abandoned"], "false");
+  EXPECT_EQ(json["runs.1.key"], json_text("report:2"));
+  EXPECT_EQ(json["runs.1.outcome"], json_text("running"));
+  EXPECT_EQ(json["runs.1.abandoned"], "true");
+  EXPECT_NE(json["runs.1.started_at_ms"], "0");
+
+  // --limit keeps the most recent; a pattern that matches nothing is not an error.
+  json = parse_json(ctl({"--config", config, "--json", "runs", "--limit", "1"}).output);
+  EXPECT_EQ(json["runs.#"], "1");
+  EXPECT_EQ(json["runs.0.key"], json_text("report:2"));
+  const auto none = ctl({"--config", config, "runs", "nothing:*"});
+  EXPECT_EQ(none.status, 0);
+  EXPECT_NE(none.output.find("no runs recorded"), std::string::npos) << none.output;
+}
+
 TEST_F(Dlockctl, UnreachableServerExitsFourWithinTheTimeouts) {
   const std::string config = write_config();
   // Paused: connections hang, so only the timeouts end the wait.
   server.pause();
   for (const std::vector<std::string>& command :
-       {std::vector<std::string>{"list"}, {"inspect", "k"}, {"release", "k", "--force"}, {"history"}}) {
+       {std::vector<std::string>{"list"}, {"inspect", "k"}, {"release", "k", "--force"}, {"history"}, {"runs"}}) {
     std::vector<std::string> args{"--config", config};
     args.insert(args.end(), command.begin(), command.end());
     const auto start = Clock::now();

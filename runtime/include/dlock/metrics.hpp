@@ -41,7 +41,7 @@ struct LockMetrics {
   std::uint64_t unavailable = 0;       ///< acquire calls that failed: backend unreachable
   std::uint64_t losses = 0;            ///< leases found lost (taken, expired, gone, max_hold)
   std::uint64_t renewal_failures = 0;  ///< renewals that did not reach the backend
-  std::uint64_t skipped = 0;           ///< guarded calls skipped with on_busy=skip
+  std::uint64_t skipped = 0;           ///< guarded calls skipped with on_busy=skip, and runs claim_run found already recorded
   LatencySummary acquire_latency;      ///< whole acquire call, waiting included
   LatencySummary wait_time;            ///< acquire calls that met a busy lock: time until done
   LatencySummary hold_time;            ///< grant request sent to final release
