@@ -7,7 +7,7 @@
 // (server_error, redirect). None of it may crash, leak or hit undefined behaviour, and each
 // interpretation must stay within what its callers rely on.
 //
-// The pub/sub, TIME, SENTINEL and CLUSTER SLOTS readings of replies are not reachable as
+// The pub/sub, SENTINEL and CLUSTER SLOTS readings of replies are not reachable as
 // functions yet (docs/RELIABILITY.md, "Open findings"). DLOCK_FUZZ_STRICT_REPLIES adds a
 // check that today's code fails (same section): a reason for every refused grant.
 #include <hiredis/hiredis.h>
@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include "fuzz_check.hpp"
@@ -121,10 +123,29 @@ void check_errors(const Reply& reply) {
                    redirect->slot);
 }
 
+// TIME: two decimal strings, seconds and microseconds below a million, or nothing.
+void check_time(const Reply& reply) {
+  const std::optional<std::int64_t> us = server_time_us_of(reply);
+  const redisReply* raw = reply.get();
+  const bool shaped = raw != nullptr && raw->type == REDIS_REPLY_ARRAY && raw->elements == 2 &&
+                      raw->element[0]->type == REDIS_REPLY_STRING && raw->element[1]->type == REDIS_REPLY_STRING;
+  if (!shaped) {
+    DLOCK_FUZZ_CHECK(!us, "a time read from a reply that is not two strings");
+    return;
+  }
+  if (!us) return;
+  DLOCK_FUZZ_CHECK(*us >= 0, "negative server time {}", *us);
+  const std::string seconds(raw->element[0]->str, raw->element[0]->len);
+  const std::string micros(raw->element[1]->str, raw->element[1]->len);
+  DLOCK_FUZZ_CHECK(*us / 1000000 == std::stoll(seconds) && *us % 1000000 == std::stoll(micros),
+                   "time {} read from '{}' '{}'", *us, seconds, micros);
+}
+
 void interpret(Reply reply) {
   check_accessors(reply);
   check_scripts(reply);
   check_errors(reply);
+  check_time(reply);
 }
 
 // Feeds `bytes` in chunks of `chunk` bytes and interprets every reply; stops at a protocol
