@@ -2,7 +2,7 @@
 //
 //   dlock_checker --topology single|sentinel|cluster|redlock [--seconds 25] [--workers 4]
 //                 [--lease-ms 1000] [--work-us 2000] [--seed N] [--liveness-bound-ms 3000]
-//                 [--broken-lock] [--no-fencing] [--keep]
+//                 [--wait-replicas N (sentinel; default 1)] [--broken-lock] [--no-fencing] [--keep]
 //
 // Starts the topology's servers and a separate, fault-free resource server holding the fenced
 // store (fenced_store.hpp), then N worker processes that run critical sections through the
@@ -64,6 +64,7 @@ struct Options {
   int work_us = 2000;
   unsigned seed = 0;
   int liveness_bound_ms = 3000;
+  int wait_replicas = -1;  ///< sentinel only; -1 until parsed, then 1 unless given
   bool broken_lock = false;
   bool fencing = true;
   bool keep = false;
@@ -99,12 +100,17 @@ Options parse_options(int argc, char** argv) {
     else if (flag == "--work-us") o.work_us = to_int(flag, value(), 0, 10000000);
     else if (flag == "--seed") o.seed = static_cast<unsigned>(to_int(flag, value(), 0, 2147483647));
     else if (flag == "--liveness-bound-ms") o.liveness_bound_ms = to_int(flag, value(), 0, 600000);
+    else if (flag == "--wait-replicas") o.wait_replicas = to_int(flag, value(), 0, 2);
     else if (flag == "--broken-lock") o.broken_lock = true;
     else if (flag == "--no-fencing") o.fencing = false;
     else if (flag == "--keep") o.keep = true;
     else throw std::invalid_argument("unknown argument '" + flag + "'");
   }
   if (o.topology.empty()) throw std::invalid_argument("--topology is required");
+  if (o.topology != "sentinel" && o.wait_replicas >= 0) {
+    throw std::invalid_argument("--wait-replicas: only for --topology sentinel");
+  }
+  if (o.wait_replicas < 0) o.wait_replicas = 1;
   return o;
 }
 
@@ -146,7 +152,7 @@ class Run {
  public:
   explicit Run(Options options)
       : o_(std::move(options)), rng_(o_.seed), lease_(o_.lease_ms),
-        topology_(checker::make_topology(o_.topology, lease_)) {
+        topology_(checker::make_topology(o_.topology, lease_, o_.wait_replicas)) {
     char pattern[] = "/tmp/dlock-checker-XXXXXX";
     if (::mkdtemp(pattern) == nullptr) throw std::runtime_error("mkdtemp failed");
     dir_ = pattern;
@@ -165,7 +171,9 @@ class Run {
 
   int execute() {
     say(fmt::format("dlock_checker: topology {}{}, {} workers, lease {} ms, {} s of faults, seed {}{}{}",
-                    o_.topology, o_.topology == "sentinel" ? " (wait_replicas 1)" : "", o_.workers,
+                    o_.topology,
+                    o_.topology == "sentinel" ? fmt::format(" (wait_replicas {})", o_.wait_replicas) : "",
+                    o_.workers,
                     o_.lease_ms, o_.seconds, o_.seed, o_.broken_lock ? ", BROKEN LOCK" : "",
                     o_.fencing ? "" : ", FENCING OFF"));
     set_up();

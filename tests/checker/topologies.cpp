@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <thread>
 
@@ -54,10 +55,10 @@ class Single final : public Topology {
 };
 
 // ---------------------------------------------------------------------------------------
-// sentinel: 1 master, 2 replicas, 3 sentinels; clients use wait_replicas: 1.
+// sentinel: 1 master, 2 replicas, 3 sentinels; clients use wait_replicas (1 by default).
 class Sentinel final : public Topology {
  public:
-  Sentinel() : group_(options()) {}
+  explicit Sentinel(int wait_replicas) : group_(options()), wait_replicas_(wait_replicas) {}
   static dlock::test::SentinelGroup::Options options() {
     dlock::test::SentinelGroup::Options o;
     o.down_after = 1000ms;
@@ -67,9 +68,9 @@ class Sentinel final : public Topology {
   void start() override { group_.start(); }
   std::string backend_yaml() override {
     return fmt::format("    topology: sentinel\n    master_name: {}\n    sentinels: {}\n"
-                       "    wait_replicas: 1\n    connect_timeout: 500ms\n    command_timeout: 1s\n"
+                       "    wait_replicas: {}\n    connect_timeout: 500ms\n    command_timeout: 1s\n"
                        "    poll_interval: 100ms\n",
-                       group_.options().master_name, yaml_list(group_.sentinel_endpoints()));
+                       group_.options().master_name, yaml_list(group_.sentinel_endpoints()), wait_replicas_);
   }
   std::vector<std::string> fault_kinds() const override { return {"sentinel-failover", "kill-master"}; }
   std::string inject(const std::string& kind, std::mt19937&) override {
@@ -105,12 +106,15 @@ class Sentinel final : public Topology {
     for (std::size_t i = 0; i < group_.data_count(); ++i) {
       if (!group_.data(i).running()) group_.data(i).start();
     }
-    // wait_replicas: 1 needs a replica that follows the master again.
-    if (!group_.wait_stable(45s, 1)) throw std::runtime_error("sentinel: not stable within 45 s");
+    // wait_replicas needs replicas that follow the master again.
+    if (!group_.wait_stable(45s, std::max(1, wait_replicas_))) {
+      throw std::runtime_error("sentinel: not stable within 45 s");
+    }
   }
 
  private:
   dlock::test::SentinelGroup group_;
+  int wait_replicas_;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -284,9 +288,10 @@ class Redlock final : public Topology {
 
 }  // namespace
 
-std::unique_ptr<Topology> make_topology(const std::string& name, std::chrono::milliseconds lease) {
+std::unique_ptr<Topology> make_topology(const std::string& name, std::chrono::milliseconds lease,
+                                        int wait_replicas) {
   if (name == "single") return std::make_unique<Single>();
-  if (name == "sentinel") return std::make_unique<Sentinel>();
+  if (name == "sentinel") return std::make_unique<Sentinel>(wait_replicas);
   if (name == "cluster") return std::make_unique<Cluster>();
   if (name == "redlock") return std::make_unique<Redlock>(lease);
   throw std::invalid_argument("--topology: unknown topology '" + name +

@@ -43,7 +43,9 @@ class Topology {
   std::string lock_key_;
 };
 
-/// single, sentinel (with wait_replicas), cluster or redlock; throws on another name.
-std::unique_ptr<Topology> make_topology(const std::string& name, std::chrono::milliseconds lease);
+/// single, sentinel (clients use `wait_replicas`, ignored by the others), cluster or redlock;
+/// throws on another name.
+std::unique_ptr<Topology> make_topology(const std::string& name, std::chrono::milliseconds lease,
+                                        int wait_replicas);
 
 }  // namespace checker
