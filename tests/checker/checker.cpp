@@ -287,7 +287,16 @@ class Run {
 
   void run_fault(const std::string& kind) {
     checker::Fault fault{kind, monotonic_ns(), 0, ""};
-    fault.detail = inject(kind);
+    try {
+      fault.detail = inject(kind);
+    } catch (const std::exception& e) {
+      // The harness, not the lock, failed (a failover that did not finish in time, say).
+      // The servers must recover, or the run ends here.
+      say(fmt::format("  fault {:<18} FAILED: {}", kind, e.what()));
+      ++failed_faults_;
+      topology_->wait_healthy();
+      return;
+    }
     fault.end = monotonic_ns();
     if (fault.detail.empty()) {
       say(fmt::format("  fault {:<18} skipped: no worker caught inside its section", kind));
@@ -386,7 +395,8 @@ class Run {
     say(fmt::format("  critical sections   {} ({} completed, {} cut short by kills) in {} s; not run: busy {}, "
                     "unavailable {}, error {}", v.sections, v.completed, v.cut_by_kill, elapsed_s, v.busy,
                     v.unavailable, v.errors));
-    say(fmt::format("  faults              {} ({})", faults_.size(), faults_text.empty() ? "none" : faults_text));
+    say(fmt::format("  faults              {} ({}){}", faults_.size(), faults_text.empty() ? "none" : faults_text,
+                    failed_faults_ > 0 ? fmt::format("; {} could not be made", failed_faults_) : ""));
     say(fmt::format("  overlaps seen       {} pairs of holds, {} stale holds (stale side rejected {}, stale write "
                     "landed first {}, uncaught {}){}",
                     v.overlaps, v.stale_holds, v.overlaps_caught, v.overlaps_serialized, v.overlaps_uncaught,
@@ -419,6 +429,7 @@ class Run {
   std::deque<Worker> workers_;  // a deque: a worker's address survives spawn_worker()
   int next_worker_id_ = 1;
   int worker_failures_ = 0;
+  int failed_faults_ = 0;
   std::vector<checker::Fault> faults_;
 };
 
