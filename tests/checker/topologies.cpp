@@ -177,6 +177,23 @@ class Cluster final : public Topology {
       if (!group_.node(i).running()) group_.node(i).start();
     }
     if (!group_.wait_ok(45s)) throw std::runtime_error("cluster: not ok within 45 s");
+    // A replica that has not synced since it rejoined refuses to take over: the next
+    // failover fault would find nobody to promote.
+    const bool synced = wait_until([&] {
+      for (std::size_t i = 0; i < group_.size(); ++i) {
+        RedisAdmin admin(group_.node(i));
+        try {
+          if (admin.info_field("replication", "role").value_or("") == "slave" &&
+              admin.info_field("replication", "master_link_status").value_or("") != "up") {
+            return false;
+          }
+        } catch (const std::exception&) {
+          return false;
+        }
+      }
+      return true;
+    }, 45s, 100ms);
+    if (!synced) throw std::runtime_error("cluster: a replica did not sync within 45 s");
   }
 
  private:
