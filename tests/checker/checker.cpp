@@ -195,6 +195,7 @@ class Run {
     resource_admin_ = std::make_unique<RedisAdmin>(resource_, 30s);
     if (!o_.fencing) resource_admin_->command({"SET", checker::kFencingKey, "off"});
     topology_->start();
+    topology_->wait_healthy();  // e.g. cluster replicas synced, so that a first failover can work
     topology_->set_lock_key(fmt::format("dlock:{{{}:{}}}:fence", kService, kLockName));
     config_ = (dir_ / "checker.yaml").string();
     std::ofstream(config_) << "service: " << kService << "\nbackends:\n  default:\n"
