@@ -225,6 +225,8 @@ class Run {
     workers_.push_back(std::move(w));
   }
 
+  int uniform(int low, int high) { return std::uniform_int_distribution<int>(low, high)(rng_); }
+
   long store_stat(const std::string& field) {
     return std::stol(resource_admin_->string({"HGET", checker::kStatsKey, field}).value_or("0"));
   }
@@ -250,7 +252,7 @@ class Run {
     if (kind == "pause-holder") {
       Worker* w = stop_a_holder();
       if (w == nullptr) return "";
-      const auto paused = lease_ + std::chrono::milliseconds(std::uniform_int_distribution<int>(200, o_.lease_ms)(rng_));
+      const auto paused = lease_ + std::chrono::milliseconds(uniform(200, o_.lease_ms));
       std::this_thread::sleep_for(paused);
       w->process->signal(SIGCONT);
       return fmt::format("worker {} stopped inside its section for {} ms", w->id, paused.count());
@@ -265,7 +267,7 @@ class Run {
     }
     if (kind == "client-pause") {
       const checker::Node node = topology_->lock_node(rng_);
-      const int ms = std::uniform_int_distribution<int>(100, o_.lease_ms / 2 + 100)(rng_);
+      const int ms = uniform(100, o_.lease_ms / 2 + 100);
       RedisAdmin admin(node.host, node.port);
       admin.command({"CLIENT", "PAUSE", std::to_string(ms), "ALL"});
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));
@@ -325,7 +327,7 @@ class Run {
       const std::string kind = order.back();
       order.pop_back();
       run_fault(kind);
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(300, 1000)(rng_)));
+      std::this_thread::sleep_for(std::chrono::milliseconds(uniform(300, 1000)));
     }
   }
 
@@ -334,7 +336,8 @@ class Run {
     const auto give_up = std::chrono::steady_clock::now() + 10s;
     for (auto& w : workers_) {
       if (w.killed_at != 0) continue;
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(give_up - std::chrono::steady_clock::now());
       const auto status = w.process->wait(std::max(left, 1ms));
       if (!status) {
         say(fmt::format("  worker {} did not stop within 10 s; killed", w.id));
@@ -369,7 +372,8 @@ class Run {
     for (const auto& w : workers_) {
       histories.push_back(checker::parse_history(w.id, read_file(w.history), w.killed_at, run_end));
     }
-    const auto store = checker::parse_store_log(resource_admin_->array({"LRANGE", checker::kLogKey, "0", "-1"}));
+    const auto store =
+        checker::parse_store_log(resource_admin_->array({"LRANGE", checker::kLogKey, "0", "-1"}));
     const long fenced = std::stol(resource_admin_->string({"GET", checker::kValueKey}).value_or("0"));
     const long raw = std::stol(resource_admin_->string({"GET", checker::kRawKey}).value_or("0"));
     checker::Verdict v = checker::analyse(histories, store, faults_, fenced, raw, store_stat("accepted"),
@@ -387,7 +391,9 @@ class Run {
     std::map<std::string, int> by_kind;
     for (const auto& f : faults_) ++by_kind[f.kind];
     std::string faults_text, overlaps_text;
-    for (const auto& [kind, n] : by_kind) faults_text += fmt::format("{}{} {}", faults_text.empty() ? "" : ", ", kind, n);
+    for (const auto& [kind, n] : by_kind) {
+      faults_text += fmt::format("{}{} {}", faults_text.empty() ? "" : ", ", kind, n);
+    }
     for (const auto& [kind, n] : v.overlaps_by_fault) {
       overlaps_text += fmt::format("{}{} {}", overlaps_text.empty() ? "" : ", ", kind, n);
     }
@@ -408,7 +414,8 @@ class Run {
     say(fmt::format("  counter             fenced {} for {} accepted writes ({}); unfenced {} ({} updates lost)",
                     v.fenced_counter, v.store_accepted, v.counter_exact ? "exact" : "NOT EXACT", v.raw_counter,
                     std::max(0L, v.completed - v.raw_counter)));
-    say(fmt::format("  token order         {} regressions, {} shared tokens", v.token_regressions, v.duplicate_tokens));
+    say(fmt::format("  token order         {} regressions, {} shared tokens", v.token_regressions,
+                    v.duplicate_tokens));
     say(fmt::format("  liveness            {} (bound: lease {} ms + {} ms)",
                     liveness_ms ? fmt::format("lock acquired {} ms after the faults stopped", *liveness_ms)
                                 : std::string("lock NOT acquired"),

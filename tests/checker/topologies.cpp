@@ -153,7 +153,11 @@ class Cluster final : public Topology {
     if (kind != "kill-master") throw std::logic_error("cluster: no fault " + kind);
     if (group_.replica_of(static_cast<std::size_t>(master)) < 0) return "skipped: no replica to promote";
     group_.node(static_cast<std::size_t>(master)).kill();
-    if (!wait_until([&] { const int m = group_.master_of_slot(slot); return m >= 0 && m != master; }, 30s, 100ms)) {
+    const auto replaced = [&] {
+      const int m = group_.master_of_slot(slot);
+      return m >= 0 && m != master;
+    };
+    if (!wait_until(replaced, 30s, 100ms)) {
       throw std::runtime_error("cluster: the slot's master was not replaced within 30 s");
     }
     const int now = group_.master_of_slot(slot);
