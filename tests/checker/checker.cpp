@@ -1,0 +1,462 @@
+// dlock_checker: mutual exclusion under faults, checked over a recorded history.
+//
+//   dlock_checker --topology single|sentinel|cluster|redlock [--seconds 25] [--workers 4]
+//                 [--lease-ms 1000] [--work-us 2000] [--seed N] [--liveness-bound-ms 3000]
+//                 [--wait-replicas N (sentinel; default 1)] [--broken-lock] [--no-fencing] [--keep]
+//
+// Starts the topology's servers and a separate, fault-free resource server holding the fenced
+// store (fenced_store.hpp), then N worker processes that run critical sections through the
+// woven guard of section.cpp, each recording every hold with its fencing token and
+// CLOCK_MONOTONIC times. For --seconds, faults run one after another (holders stopped past
+// their lease or killed, CLIENT PAUSE, pub/sub connections dropped, and the topology's own:
+// server restarts, Sentinel failovers, slot migrations, Cluster failovers, Redlock instances
+// killed or stopped). Then the faults stop, the workers stop, and a fresh client must get the
+// lock within lease + the liveness bound. The histories and the store's log are checked
+// (analysis.hpp) and a summary printed; exit status 1 on any violation, 2 when the run itself
+// could not be made (a server group that did not start, bad arguments).
+//
+// --broken-lock replaces the lock by a SET without NX (no exclusion at all) and --no-fencing
+// makes the store accept every write: together they must produce violations, which is how the
+// checker's own test knows it can fail. docs/RELIABILITY.md has the figures of long runs.
+#include <dlock/dlock.hpp>
+#include <fmt/format.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <deque>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "analysis.hpp"
+#include "fenced_store.hpp"
+#include "redis_process.hpp"
+#include "section.hpp"
+#include "topologies.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using dlock::test::ChildProcess;
+using dlock::test::RedisAdmin;
+using dlock::test::RedisServer;
+using checker::monotonic_ns;
+
+constexpr const char* kService = "checker";
+constexpr const char* kLockName = "counter";
+
+struct Options {
+  std::string topology;
+  int seconds = 25;
+  int workers = 4;
+  int lease_ms = 1000;
+  int work_us = 2000;
+  unsigned seed = 0;
+  int liveness_bound_ms = 3000;
+  int wait_replicas = -1;  ///< sentinel only; -1 until parsed, then 1 unless given
+  bool broken_lock = false;
+  bool fencing = true;
+  bool keep = false;
+};
+
+int to_int(const std::string& flag, const std::string& text, int low, int high) {
+  std::size_t used = 0;
+  int value = 0;
+  try {
+    value = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || text.empty() || value < low || value > high) {
+    throw std::invalid_argument(fmt::format("{}: '{}' is not a whole number in {}..{}", flag, text, low, high));
+  }
+  return value;
+}
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  o.seed = static_cast<unsigned>(std::random_device{}());
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::invalid_argument(flag + ": missing value");
+      return argv[++i];
+    };
+    if (flag == "--topology") o.topology = value();
+    else if (flag == "--seconds") o.seconds = to_int(flag, value(), 1, 86400);
+    else if (flag == "--workers") o.workers = to_int(flag, value(), 2, 64);
+    else if (flag == "--lease-ms") o.lease_ms = to_int(flag, value(), 100, 600000);
+    else if (flag == "--work-us") o.work_us = to_int(flag, value(), 0, 10000000);
+    else if (flag == "--seed") o.seed = static_cast<unsigned>(to_int(flag, value(), 0, 2147483647));
+    else if (flag == "--liveness-bound-ms") o.liveness_bound_ms = to_int(flag, value(), 0, 600000);
+    else if (flag == "--wait-replicas") o.wait_replicas = to_int(flag, value(), 0, 2);
+    else if (flag == "--broken-lock") o.broken_lock = true;
+    else if (flag == "--no-fencing") o.fencing = false;
+    else if (flag == "--keep") o.keep = true;
+    else throw std::invalid_argument("unknown argument '" + flag + "'");
+  }
+  if (o.topology.empty()) throw std::invalid_argument("--topology is required");
+  if (o.topology != "sentinel" && o.wait_replicas >= 0) {
+    throw std::invalid_argument("--wait-replicas: only for --topology sentinel");
+  }
+  if (o.wait_replicas < 0) o.wait_replicas = 1;
+  return o;
+}
+
+void say(const std::string& line) {
+  std::fputs((line + "\n").c_str(), stdout);
+  std::fflush(stdout);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The last complete line of a history file (its last 512 bytes suffice).
+std::string last_line(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return "";
+  const std::streamoff size = in.tellg();
+  const std::streamoff from = std::max<std::streamoff>(0, size - 512);
+  in.seekg(from);
+  std::string tail(static_cast<std::size_t>(size - from), '\0');
+  in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
+  if (tail.empty() || tail.back() != '\n') return "";
+  tail.pop_back();
+  const auto newline = tail.rfind('\n');
+  return newline == std::string::npos ? tail : tail.substr(newline + 1);
+}
+
+struct Worker {
+  int id = 0;
+  std::string history;
+  std::unique_ptr<ChildProcess> process;
+  long long killed_at = 0;
+};
+
+class Run {
+ public:
+  explicit Run(Options options)
+      : o_(std::move(options)), rng_(o_.seed), lease_(o_.lease_ms),
+        topology_(checker::make_topology(o_.topology, lease_, o_.wait_replicas)) {
+    char pattern[] = "/tmp/dlock-checker-XXXXXX";
+    if (::mkdtemp(pattern) == nullptr) throw std::runtime_error("mkdtemp failed");
+    dir_ = pattern;
+  }
+  ~Run() {
+    for (auto& w : workers_) {
+      if (w.process) w.process->kill();
+    }
+    if (!o_.keep) {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir_, ignored);
+    }
+  }
+  Run(const Run&) = delete;
+  Run& operator=(const Run&) = delete;
+
+  int execute() {
+    say(fmt::format("dlock_checker: topology {}{}, {} workers, lease {} ms, {} s of faults, seed {}{}{}",
+                    o_.topology,
+                    o_.topology == "sentinel" ? fmt::format(" (wait_replicas {})", o_.wait_replicas) : "",
+                    o_.workers,
+                    o_.lease_ms, o_.seconds, o_.seed, o_.broken_lock ? ", BROKEN LOCK" : "",
+                    o_.fencing ? "" : ", FENCING OFF"));
+    set_up();
+    const long long started = monotonic_ns();
+    run_faults();
+    topology_->wait_healthy();
+    // The last fault leaves the lock to a dead holder: the probe below must wait out its lease.
+    if (!o_.broken_lock) run_fault("kill-holder");
+    const long long healed = monotonic_ns();
+    stop_workers();
+    const std::optional<long long> liveness_ms = probe_liveness(healed);
+    const long long run_end = monotonic_ns();
+    return report(started, run_end, liveness_ms);
+  }
+
+ private:
+  void set_up() {
+    resource_.start();
+    resource_admin_ = std::make_unique<RedisAdmin>(resource_, 30s);
+    if (!o_.fencing) resource_admin_->command({"SET", checker::kFencingKey, "off"});
+    topology_->start();
+    topology_->wait_healthy();  // e.g. cluster replicas synced, so that a first failover can work
+    topology_->set_lock_key(fmt::format("dlock:{{{}:{}}}:fence", kService, kLockName));
+    config_ = (dir_ / "checker.yaml").string();
+    std::ofstream(config_) << "service: " << kService << "\nbackends:\n  default:\n"
+                           << topology_->backend_yaml()
+                           << "locks:\n  \"checker::section\": { lease: " << o_.lease_ms
+                           << "ms, wait: 20s }\n";
+    stop_file_ = (dir_ / "stop").string();
+    for (int i = 0; i < o_.workers; ++i) spawn_worker();
+    // Every worker is running sections before the first fault.
+    if (!dlock::test::wait_until(
+            [&] { return store_stat("accepted") >= 5L * o_.workers; }, 60s, 50ms)) {
+      throw std::runtime_error("the workers made no progress within 60 s before any fault");
+    }
+  }
+
+  void spawn_worker() {
+    Worker w;
+    w.id = next_worker_id_++;
+    w.history = (dir_ / fmt::format("worker-{}.history", w.id)).string();
+    std::vector<std::string> argv{DLOCK_CHECKER_WORKER, config_, std::to_string(resource_.port()),
+                                  kLockName, w.history, stop_file_, std::to_string(o_.work_us)};
+    if (o_.broken_lock) {
+      argv.emplace_back("broken");
+      argv.push_back(std::to_string(o_.lease_ms));
+    }
+    w.process = std::make_unique<ChildProcess>(argv);
+    workers_.push_back(std::move(w));
+  }
+
+  int uniform(int low, int high) { return std::uniform_int_distribution<int>(low, high)(rng_); }
+
+  long store_stat(const std::string& field) {
+    return std::stol(resource_admin_->string({"HGET", checker::kStatsKey, field}).value_or("0"));
+  }
+
+  // A worker inside its body, held stopped (SIGSTOP) so that it stays there; nullptr if no
+  // worker could be caught inside within 3 s.
+  Worker* stop_a_holder() {
+    const auto give_up = std::chrono::steady_clock::now() + 3s;
+    while (std::chrono::steady_clock::now() < give_up) {
+      for (auto& w : workers_) {
+        if (w.killed_at != 0 || last_line(w.history).rfind("B ", 0) != 0) continue;
+        w.process->signal(SIGSTOP);
+        std::this_thread::sleep_for(5ms);  // let it reach the stop; it may have left the body
+        if (last_line(w.history).rfind("B ", 0) == 0) return &w;
+        w.process->signal(SIGCONT);
+      }
+      std::this_thread::sleep_for(1ms);
+    }
+    return nullptr;
+  }
+
+  std::string inject(const std::string& kind) {
+    if (kind == "pause-holder") {
+      Worker* w = stop_a_holder();
+      if (w == nullptr) return "";
+      const auto paused = lease_ + std::chrono::milliseconds(uniform(200, o_.lease_ms));
+      std::this_thread::sleep_for(paused);
+      w->process->signal(SIGCONT);
+      return fmt::format("worker {} stopped inside its section for {} ms", w->id, paused.count());
+    }
+    if (kind == "kill-holder") {
+      Worker* w = stop_a_holder();
+      if (w == nullptr) return "";
+      w->process->kill();
+      w->killed_at = monotonic_ns();
+      spawn_worker();
+      return fmt::format("worker {} killed inside its section, worker {} started", w->id, workers_.back().id);
+    }
+    if (kind == "client-pause") {
+      const checker::Node node = topology_->lock_node(rng_);
+      const int ms = uniform(100, o_.lease_ms / 2 + 100);
+      RedisAdmin admin(node.host, node.port);
+      admin.command({"CLIENT", "PAUSE", std::to_string(ms), "ALL"});
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      return fmt::format("CLIENT PAUSE {} ms on {}:{}", ms, node.host, node.port);
+    }
+    if (kind == "drop-pubsub") {
+      long long dropped = 0;
+      for (const auto& node : topology_->pubsub_nodes()) {
+        try {
+          RedisAdmin admin(node.host, node.port);
+          dropped += admin.integer({"CLIENT", "KILL", "TYPE", "pubsub"});
+        } catch (const std::exception&) {
+          // a node that is down has no connections to drop
+        }
+      }
+      return fmt::format("CLIENT KILL TYPE pubsub: {} connections", dropped);
+    }
+    return topology_->inject(kind, rng_);
+  }
+
+  void run_fault(const std::string& kind) {
+    checker::Fault fault{kind, monotonic_ns(), 0, ""};
+    try {
+      fault.detail = inject(kind);
+    } catch (const std::exception& e) {
+      // The harness, not the lock, failed (a failover that did not finish in time, say).
+      // The servers must recover, or the run ends here.
+      say(fmt::format("  fault {:<18} FAILED: {}", kind, e.what()));
+      ++failed_faults_;
+      topology_->wait_healthy();
+      return;
+    }
+    fault.end = monotonic_ns();
+    if (fault.detail.empty()) {
+      say(fmt::format("  fault {:<18} skipped: no worker caught inside its section", kind));
+    } else if (fault.detail.rfind("skipped", 0) == 0) {
+      say(fmt::format("  fault {:<18} {}", kind, fault.detail));
+    } else {
+      say(fmt::format("  fault {:<18} {} ({} ms)", kind, fault.detail, (fault.end - fault.begin) / 1'000'000));
+      faults_.push_back(fault);
+    }
+  }
+
+  void run_faults() {
+    std::vector<std::string> kinds{"pause-holder", "kill-holder", "client-pause", "drop-pubsub"};
+    if (o_.broken_lock) kinds = {"pause-holder"};  // the lock is not under test then
+    for (const auto& k : topology_->fault_kinds()) {
+      if (!o_.broken_lock) kinds.push_back(k);
+    }
+    const long long deadline = monotonic_ns() + o_.seconds * 1'000'000'000LL;
+    std::vector<std::string> order;
+    while (monotonic_ns() < deadline) {
+      if (order.empty()) {
+        order = kinds;
+        std::shuffle(order.begin(), order.end(), rng_);
+      }
+      const std::string kind = order.back();
+      order.pop_back();
+      run_fault(kind);
+      std::this_thread::sleep_for(std::chrono::milliseconds(uniform(300, 1000)));
+    }
+  }
+
+  void stop_workers() {
+    std::ofstream(stop_file_) << "stop\n";
+    const auto give_up = std::chrono::steady_clock::now() + 10s;
+    for (auto& w : workers_) {
+      if (w.killed_at != 0) continue;
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(give_up - std::chrono::steady_clock::now());
+      const auto status = w.process->wait(std::max(left, 1ms));
+      if (!status) {
+        say(fmt::format("  worker {} did not stop within 10 s; killed", w.id));
+        w.process->kill();
+        w.killed_at = monotonic_ns();
+      } else if (*status != 0) {
+        say(fmt::format("  worker {} exited with status {}", w.id, *status));
+        worker_failures_++;
+      }
+    }
+  }
+
+  // A fresh client takes the lock; how long after the faults stopped.
+  std::optional<long long> probe_liveness(long long healed) {
+    if (o_.broken_lock) return 0;
+    dlock::Client client(dlock::load_config(config_));
+    dlock::LockSettings settings;
+    settings.lease = lease_;
+    settings.wait = lease_ + std::chrono::milliseconds(o_.liveness_bound_ms) + 30s;
+    dlock::Lease lease = client.acquire(kLockName, settings, "liveness");
+    const long long at = monotonic_ns();
+    if (!lease) {
+      say(fmt::format("  liveness: not acquired: {} {}", dlock::to_string(lease.status()), lease.error()));
+      return std::nullopt;
+    }
+    (void)lease.release();
+    return (at - healed) / 1'000'000;
+  }
+
+  int report(long long started, long long run_end, std::optional<long long> liveness_ms) {
+    std::vector<checker::WorkerHistory> histories;
+    for (const auto& w : workers_) {
+      histories.push_back(checker::parse_history(w.id, read_file(w.history), w.killed_at, run_end));
+    }
+    const auto store =
+        checker::parse_store_log(resource_admin_->array({"LRANGE", checker::kLogKey, "0", "-1"}));
+    const long fenced = std::stol(resource_admin_->string({"GET", checker::kValueKey}).value_or("0"));
+    const long raw = std::stol(resource_admin_->string({"GET", checker::kRawKey}).value_or("0"));
+    checker::Verdict v = checker::analyse(histories, store, faults_, fenced, raw, store_stat("accepted"),
+                                          store_stat("rejected"), store_stat("stale_reads"),
+                                          o_.lease_ms * 1'000'000LL);
+    const long long bound_ms = o_.lease_ms + o_.liveness_bound_ms;
+    if (!liveness_ms) {
+      v.violations.push_back("liveness: the lock was not acquired after the faults stopped");
+    } else if (*liveness_ms > bound_ms) {
+      v.violations.push_back(fmt::format("liveness: the lock was acquired {} ms after the faults stopped, "
+                                         "more than lease + bound = {} ms", *liveness_ms, bound_ms));
+    }
+    if (worker_failures_ > 0) v.violations.push_back(fmt::format("{} workers failed", worker_failures_));
+
+    std::map<std::string, int> by_kind;
+    for (const auto& f : faults_) ++by_kind[f.kind];
+    std::string faults_text, overlaps_text;
+    for (const auto& [kind, n] : by_kind) {
+      faults_text += fmt::format("{}{} {}", faults_text.empty() ? "" : ", ", kind, n);
+    }
+    for (const auto& [kind, n] : v.overlaps_by_fault) {
+      overlaps_text += fmt::format("{}{} {}", overlaps_text.empty() ? "" : ", ", kind, n);
+    }
+    const long long elapsed_s = (run_end - started) / 1'000'000'000LL;
+    say("summary");
+    say(fmt::format("  critical sections   {} ({} completed, {} cut short by kills) in {} s; not run: busy {}, "
+                    "unavailable {}, error {}", v.sections, v.completed, v.cut_by_kill, elapsed_s, v.busy,
+                    v.unavailable, v.errors));
+    say(fmt::format("  faults              {} ({}){}", faults_.size(), faults_text.empty() ? "none" : faults_text,
+                    failed_faults_ > 0 ? fmt::format("; {} could not be made", failed_faults_) : ""));
+    say(fmt::format("  overlaps seen       {} pairs of holds, {} stale holds (stale side rejected {}, stale write "
+                    "landed first {}, uncaught {}){}",
+                    v.overlaps, v.stale_holds, v.overlaps_caught, v.overlaps_serialized, v.overlaps_uncaught,
+                    overlaps_text.empty() ? "" : "; by fault: " + overlaps_text));
+    say(fmt::format("  fenced store        writes accepted {}, stale writes rejected {}, stale reads {}, "
+                    "stale writes accepted {}", v.store_accepted, v.store_rejected, v.stale_reads,
+                    v.stale_writes_accepted));
+    say(fmt::format("  counter             fenced {} for {} accepted writes ({}); unfenced {} ({} updates lost)",
+                    v.fenced_counter, v.store_accepted, v.counter_exact ? "exact" : "NOT EXACT", v.raw_counter,
+                    std::max(0L, v.completed - v.raw_counter)));
+    say(fmt::format("  token order         {} regressions, {} shared tokens", v.token_regressions,
+                    v.duplicate_tokens));
+    say(fmt::format("  liveness            {} (bound: lease {} ms + {} ms)",
+                    liveness_ms ? fmt::format("lock acquired {} ms after the faults stopped", *liveness_ms)
+                                : std::string("lock NOT acquired"),
+                    o_.lease_ms, o_.liveness_bound_ms));
+    say(fmt::format("  violations          {}", v.violations.size()));
+    for (const auto& violation : v.violations) say("    - " + violation);
+    if (o_.keep) say("  histories kept in " + dir_.string());
+    return v.violations.empty() ? 0 : 1;
+  }
+
+  Options o_;
+  std::mt19937 rng_;
+  std::chrono::milliseconds lease_;
+  std::unique_ptr<checker::Topology> topology_;
+  std::filesystem::path dir_;
+  RedisServer resource_;
+  std::unique_ptr<RedisAdmin> resource_admin_;
+  std::string config_, stop_file_;
+  std::deque<Worker> workers_;  // a deque: a worker's address survives spawn_worker()
+  int next_worker_id_ = 1;
+  int worker_failures_ = 0;
+  int failed_faults_ = 0;
+  std::vector<checker::Fault> faults_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::signal(SIGPIPE, SIG_IGN);
+  Options options;
+  try {
+    options = parse_options(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dlock_checker: %s\n", e.what());
+    return 2;
+  }
+  try {
+    Run run(options);
+    return run.execute();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dlock_checker: %s\n", e.what());
+    return 2;
+  }
+}

@@ -1,0 +1,322 @@
+#include "topologies.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <thread>
+
+namespace checker {
+namespace {
+
+using namespace std::chrono_literals;
+using dlock::test::RedisAdmin;
+using dlock::test::RedisServer;
+using dlock::test::wait_until;
+
+Node node_of(const RedisServer& server) { return Node{server.host(), server.port()}; }
+
+std::string yaml_list(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
+  return out + "]";
+}
+
+std::size_t pick(std::mt19937& rng, std::size_t n) {
+  return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng);
+}
+
+// ---------------------------------------------------------------------------------------
+// single: one server, restarted without its data.
+class Single final : public Topology {
+ public:
+  void start() override { server_.start(); }
+  std::string backend_yaml() override {
+    return fmt::format("    topology: single\n    address: {}\n    connect_timeout: 500ms\n"
+                       "    command_timeout: 1s\n    poll_interval: 100ms\n",
+                       server_.address());
+  }
+  std::vector<std::string> fault_kinds() const override { return {"restart-server"}; }
+  std::string inject(const std::string& kind, std::mt19937&) override {
+    if (kind != "restart-server") throw std::logic_error("single: no fault " + kind);
+    server_.kill();                        // SIGKILL: no persistence, so every lock is forgotten
+    std::this_thread::sleep_for(200ms);
+    server_.start();
+    return "killed and restarted empty";
+  }
+  Node lock_node(std::mt19937&) override { return node_of(server_); }
+  std::vector<Node> pubsub_nodes() override { return {node_of(server_)}; }
+  void wait_healthy() override {
+    if (!server_.running()) server_.start();
+  }
+
+ private:
+  RedisServer server_;
+};
+
+// ---------------------------------------------------------------------------------------
+// sentinel: 1 master, 2 replicas, 3 sentinels; clients use wait_replicas (1 by default).
+class Sentinel final : public Topology {
+ public:
+  explicit Sentinel(int wait_replicas) : group_(options()), wait_replicas_(wait_replicas) {}
+  static dlock::test::SentinelGroup::Options options() {
+    dlock::test::SentinelGroup::Options o;
+    o.down_after = 1000ms;
+    o.failover_timeout = 5000ms;
+    return o;
+  }
+  void start() override { group_.start(); }
+  std::string backend_yaml() override {
+    return fmt::format("    topology: sentinel\n    master_name: {}\n    sentinels: {}\n"
+                       "    wait_replicas: {}\n    connect_timeout: 500ms\n    command_timeout: 1s\n"
+                       "    poll_interval: 100ms\n",
+                       group_.options().master_name, yaml_list(group_.sentinel_endpoints()), wait_replicas_);
+  }
+  std::vector<std::string> fault_kinds() const override { return {"sentinel-failover", "kill-master"}; }
+  std::string inject(const std::string& kind, std::mt19937&) override {
+    const int old = group_.master_index();
+    if (old < 0) throw std::runtime_error("sentinel: no master named before " + kind);
+    if (kind == "sentinel-failover") {
+      const int now = group_.failover(30s);
+      wait_healthy();
+      return fmt::format("SENTINEL FAILOVER: master {} -> {}", old, now);
+    }
+    if (kind != "kill-master") throw std::logic_error("sentinel: no fault " + kind);
+    group_.data(static_cast<std::size_t>(old)).kill();
+    if (!wait_until([&] { const int m = group_.master_index(); return m >= 0 && m != old; }, 30s, 50ms)) {
+      throw std::runtime_error("sentinel: no new master within 30 s after killing the master");
+    }
+    const int now = group_.master_index();
+    group_.data(static_cast<std::size_t>(old)).start();  // empty; the sentinels make it a replica
+    wait_healthy();
+    return fmt::format("master {} killed, {} promoted, {} restarted as a replica", old, now, old);
+  }
+  Node lock_node(std::mt19937&) override {
+    const int m = group_.master_index();
+    return node_of(group_.data(static_cast<std::size_t>(m < 0 ? 0 : m)));
+  }
+  std::vector<Node> pubsub_nodes() override {
+    std::vector<Node> nodes;
+    const int m = group_.master_index();
+    if (m >= 0) nodes.push_back(node_of(group_.data(static_cast<std::size_t>(m))));
+    for (std::size_t i = 0; i < 3; ++i) nodes.push_back(node_of(group_.sentinel(i)));
+    return nodes;
+  }
+  void wait_healthy() override {
+    for (std::size_t i = 0; i < group_.data_count(); ++i) {
+      if (!group_.data(i).running()) group_.data(i).start();
+    }
+    // wait_replicas needs replicas that follow the master again.
+    if (!group_.wait_stable(45s, std::max(1, wait_replicas_))) {
+      throw std::runtime_error("sentinel: not stable within 45 s");
+    }
+  }
+
+ private:
+  dlock::test::SentinelGroup group_;
+  int wait_replicas_;
+};
+
+// ---------------------------------------------------------------------------------------
+// cluster: 3 masters with a replica each; the lock's slot is migrated, failed over, and its
+// master killed.
+class Cluster final : public Topology {
+ public:
+  Cluster() : group_(options()) {}
+  static dlock::test::RedisClusterGroup::Options options() {
+    dlock::test::RedisClusterGroup::Options o;
+    o.node_timeout = 2000ms;
+    return o;
+  }
+  void start() override { group_.start(); }
+  std::string backend_yaml() override {
+    std::vector<std::string> seeds;
+    for (std::size_t i = 0; i < group_.size(); ++i) seeds.push_back(group_.node(i).endpoint());
+    return fmt::format("    topology: cluster\n    nodes: {}\n    connect_timeout: 500ms\n"
+                       "    command_timeout: 3s\n    poll_interval: 100ms\n",
+                       yaml_list(seeds));
+  }
+  std::vector<std::string> fault_kinds() const override {
+    return {"migrate-slot", "cluster-failover", "kill-master"};
+  }
+  std::string inject(const std::string& kind, std::mt19937& rng) override {
+    const int slot = lock_slot();
+    const int master = group_.master_of_slot(slot);
+    if (master < 0) throw std::runtime_error("cluster: no master serves the lock's slot");
+    if (kind == "migrate-slot") return migrate(slot, static_cast<std::size_t>(master), rng);
+    if (kind == "cluster-failover") {
+      const int replica = group_.replica_of(static_cast<std::size_t>(master));
+      if (replica < 0) return "skipped: the slot's master has no replica";
+      group_.failover(static_cast<std::size_t>(replica), 30s);
+      return fmt::format("CLUSTER FAILOVER of slot {}: node {} -> {}", slot, master, replica);
+    }
+    if (kind != "kill-master") throw std::logic_error("cluster: no fault " + kind);
+    if (group_.replica_of(static_cast<std::size_t>(master)) < 0) return "skipped: no replica to promote";
+    group_.node(static_cast<std::size_t>(master)).kill();
+    const auto replaced = [&] {
+      const int m = group_.master_of_slot(slot);
+      return m >= 0 && m != master;
+    };
+    if (!wait_until(replaced, 30s, 100ms)) {
+      throw std::runtime_error("cluster: the slot's master was not replaced within 30 s");
+    }
+    const int now = group_.master_of_slot(slot);
+    group_.node(static_cast<std::size_t>(master)).start();  // keeps nodes.conf: rejoins as a replica
+    wait_healthy();
+    return fmt::format("slot {}: master {} killed, {} promoted, {} restarted", slot, master, now, master);
+  }
+  Node lock_node(std::mt19937&) override {
+    const int m = group_.master_of_slot(lock_slot());
+    return node_of(group_.node(static_cast<std::size_t>(m < 0 ? 0 : m)));
+  }
+  std::vector<Node> pubsub_nodes() override {
+    std::vector<Node> nodes;
+    for (std::size_t i = 0; i < group_.size(); ++i) {
+      if (group_.node(i).running()) nodes.push_back(node_of(group_.node(i)));
+    }
+    return nodes;
+  }
+  void wait_healthy() override {
+    for (std::size_t i = 0; i < group_.size(); ++i) {
+      if (!group_.node(i).running()) group_.node(i).start();
+    }
+    if (!group_.wait_ok(45s)) throw std::runtime_error("cluster: not ok within 45 s");
+    // A replica that has not synced since it rejoined refuses to take over: the next
+    // failover fault would find nobody to promote.
+    const bool synced = wait_until([&] {
+      for (std::size_t i = 0; i < group_.size(); ++i) {
+        RedisAdmin admin(group_.node(i));
+        try {
+          if (admin.info_field("replication", "role").value_or("") == "slave" &&
+              admin.info_field("replication", "master_link_status").value_or("") != "up") {
+            return false;
+          }
+        } catch (const std::exception&) {
+          return false;
+        }
+      }
+      return true;
+    }, 45s, 100ms);
+    if (!synced) throw std::runtime_error("cluster: a replica did not sync within 45 s");
+  }
+
+ private:
+  int lock_slot() {
+    if (slot_ < 0) {
+      RedisAdmin admin(group_.node(0));
+      slot_ = static_cast<int>(admin.integer({"CLUSTER", "KEYSLOT", lock_key_}));
+    }
+    return slot_;
+  }
+
+  bool is_master(std::size_t i) {
+    if (!group_.node(i).running()) return false;
+    RedisAdmin admin(group_.node(i));
+    return admin.info_field("replication", "role").value_or("") == "master";
+  }
+
+  // The slot moves the way redis-cli --cluster reshard moves it: IMPORTING on the target,
+  // MIGRATING on the source, MIGRATE of its keys, then SETSLOT NODE everywhere. Between the
+  // first two steps and the end, clients get ASK and TRYAGAIN.
+  std::string migrate(int slot, std::size_t from, std::mt19937& rng) {
+    std::vector<std::size_t> targets;
+    for (std::size_t i = 0; i < group_.size(); ++i) {
+      if (i != from && is_master(i)) targets.push_back(i);
+    }
+    if (targets.empty()) return "skipped: no other master";
+    const std::size_t to = targets[pick(rng, targets.size())];
+    const std::string from_id = group_.node_id(from), to_id = group_.node_id(to);
+    const std::string s = std::to_string(slot);
+    RedisAdmin source(group_.node(from), 5s), target(group_.node(to), 5s);
+    target.command({"CLUSTER", "SETSLOT", s, "IMPORTING", from_id});
+    source.command({"CLUSTER", "SETSLOT", s, "MIGRATING", to_id});
+    std::this_thread::sleep_for(std::chrono::milliseconds(100 + pick(rng, 300)));
+    int moved = 0;
+    for (int round = 0; round < 100; ++round) {
+      const auto keys = source.array({"CLUSTER", "GETKEYSINSLOT", s, "100"});
+      if (keys.empty()) break;
+      std::vector<std::string> migrate{"MIGRATE", group_.node(to).host(),
+                                       std::to_string(group_.node(to).port()), "", "0", "5000", "KEYS"};
+      migrate.insert(migrate.end(), keys.begin(), keys.end());
+      source.command(migrate);
+      moved += static_cast<int>(keys.size());
+    }
+    target.command({"CLUSTER", "SETSLOT", s, "NODE", to_id});
+    source.command({"CLUSTER", "SETSLOT", s, "NODE", to_id});
+    for (std::size_t i = 0; i < group_.size(); ++i) {
+      if (i == from || i == to || !is_master(i)) continue;
+      RedisAdmin other(group_.node(i), 5s);
+      other.command({"CLUSTER", "SETSLOT", s, "NODE", to_id});
+    }
+    wait_healthy();
+    return fmt::format("slot {} with {} keys: node {} -> {}", slot, moved, from, to);
+  }
+
+  dlock::test::RedisClusterGroup group_;
+  int slot_ = -1;
+};
+
+// ---------------------------------------------------------------------------------------
+// redlock: 5 independent instances. A killed instance comes back empty only after the lease
+// and its drift allowance have passed (Redlock's delayed restart, docs/TOPOLOGIES.md).
+class Redlock final : public Topology {
+ public:
+  explicit Redlock(std::chrono::milliseconds lease) : group_(5), lease_(lease) {}
+  void start() override { group_.start(); }
+  std::string backend_yaml() override {
+    std::vector<std::string> instances;
+    for (const auto& e : group_.endpoints()) instances.push_back(e);
+    return fmt::format("    topology: redlock\n    instances: {}\n    connect_timeout: 500ms\n"
+                       "    command_timeout: 500ms\n    poll_interval: 100ms\n",
+                       yaml_list(instances));
+  }
+  std::vector<std::string> fault_kinds() const override { return {"restart-instance", "stop-instance"}; }
+  std::string inject(const std::string& kind, std::mt19937& rng) override {
+    const std::size_t i = pick(rng, group_.size());
+    RedisServer& instance = group_.instance(i);
+    if (kind == "stop-instance") {  // SIGSTOP: requests queue up and are answered late
+      const auto stopped = lease_ + std::chrono::milliseconds(pick(rng, 1000));
+      instance.pause();
+      std::this_thread::sleep_for(stopped);
+      instance.resume();
+      return fmt::format("instance {} stopped for {} ms", i, stopped.count());
+    }
+    if (kind != "restart-instance") throw std::logic_error("redlock: no fault " + kind);
+    instance.kill();
+    // The delayed restart: every key it had granted has expired everywhere before it returns.
+    const auto down = lease_ + lease_ / 100 + std::chrono::milliseconds(200 + pick(rng, 500));
+    std::this_thread::sleep_for(down);
+    instance.start();
+    return fmt::format("instance {} killed, restarted empty after {} ms", i, down.count());
+  }
+  Node lock_node(std::mt19937& rng) override { return node_of(group_.instance(pick(rng, group_.size()))); }
+  std::vector<Node> pubsub_nodes() override {
+    std::vector<Node> nodes;
+    for (std::size_t i = 0; i < group_.size(); ++i) nodes.push_back(node_of(group_.instance(i)));
+    return nodes;
+  }
+  void wait_healthy() override {
+    for (std::size_t i = 0; i < group_.size(); ++i) {
+      if (group_.instance(i).paused()) group_.instance(i).resume();
+      if (!group_.instance(i).running()) group_.instance(i).start();
+    }
+  }
+
+ private:
+  dlock::test::RedlockGroup group_;
+  std::chrono::milliseconds lease_;
+};
+
+}  // namespace
+
+std::unique_ptr<Topology> make_topology(const std::string& name, std::chrono::milliseconds lease,
+                                        int wait_replicas) {
+  if (name == "single") return std::make_unique<Single>();
+  if (name == "sentinel") return std::make_unique<Sentinel>(wait_replicas);
+  if (name == "cluster") return std::make_unique<Cluster>();
+  if (name == "redlock") return std::make_unique<Redlock>(lease);
+  throw std::invalid_argument("--topology: unknown topology '" + name +
+                              "' (single, sentinel, cluster or redlock)");
+}
+
+}  // namespace checker

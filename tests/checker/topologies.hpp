@@ -1,0 +1,51 @@
+// The lock servers of one checker run and the faults that only make sense for them.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "redis_groups.hpp"
+#include "redis_process.hpp"
+
+namespace checker {
+
+/// "127.0.0.1" and a port.
+struct Node {
+  std::string host;
+  int port = 0;
+};
+
+class Topology {
+ public:
+  virtual ~Topology() = default;
+  /// Starts the servers; returns once they serve.
+  virtual void start() = 0;
+  /// The `backends.default` block of the YAML configuration (indented by 4 spaces).
+  [[nodiscard]] virtual std::string backend_yaml() = 0;
+  /// Fault kinds of this topology, besides the ones every topology has.
+  [[nodiscard]] virtual std::vector<std::string> fault_kinds() const = 0;
+  /// Runs one fault of a kind from fault_kinds(), including its repair; returns a detail
+  /// for the log. Bounded; throws std::runtime_error when the servers do not recover.
+  virtual std::string inject(const std::string& kind, std::mt19937& rng) = 0;
+  /// The node that holds the lock key now (for CLIENT PAUSE); for Redlock one instance.
+  [[nodiscard]] virtual Node lock_node(std::mt19937& rng) = 0;
+  /// Every node a client may hold a pub/sub connection to.
+  [[nodiscard]] virtual std::vector<Node> pubsub_nodes() = 0;
+  /// Returns once every server is up and the topology is stable again.
+  virtual void wait_healthy() = 0;
+  /// The Redis key of the lock's fencing counter, set once the lock has been taken.
+  void set_lock_key(std::string key) { lock_key_ = std::move(key); }
+
+ protected:
+  std::string lock_key_;
+};
+
+/// single, sentinel (clients use `wait_replicas`, ignored by the others), cluster or redlock;
+/// throws on another name.
+std::unique_ptr<Topology> make_topology(const std::string& name, std::chrono::milliseconds lease,
+                                        int wait_replicas);
+
+}  // namespace checker
