@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -83,6 +82,14 @@ class RawConnection {
     auto* reply = static_cast<redisReply*>(redisCommand(ctx_, format, args...));
     if (reply == nullptr) throw std::runtime_error(fmt::format("redis: {}", ctx_->errstr));
     return reply;
+  }
+  /// The next reply without sending anything (a pub/sub message); throws on error or timeout.
+  redisReply* next_reply() {
+    void* reply = nullptr;
+    if (redisGetReply(ctx_, &reply) != REDIS_OK || reply == nullptr) {
+      throw std::runtime_error(fmt::format("redis: {}", ctx_->errstr));
+    }
+    return static_cast<redisReply*>(reply);
   }
   /// Runs a command whose reply is not needed.
   template <typename... Args>

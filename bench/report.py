@@ -105,6 +105,10 @@ def figure1(results, table):
                   verdict(woven / floor <= 1.10))
     else:
         table.missing("1 cycle, woven guard", "not built (no dlock-codegen)")
+    scripts = times.get("BM_RawDlockScripts")
+    if scripts is not None:
+        table.add("1 dlock's scripts, raw hiredis", us(scripts), reference,
+                  f"{scripts / floor:.2f}× floor, {scripts / ping:.2f}× PING", "(for comparison)", "")
     api = times.get("BM_LockReleaseCycle")
     if api is not None:
         table.add("1 cycle, Client::acquire", us(api), reference,
@@ -135,6 +139,10 @@ def figure3(results, table):
     table.add("3 handoff median", us(median), f"PING {us(ping)}", f"{median / ping:.2f}× PING",
               "≤ 3× PING", verdict(median / ping <= 3))
     table.add("3 handoff p99", us(p99), f"PING {us(ping)}", f"{p99 / ping:.2f}× PING", "", "")
+    if "floor_median_us" in r:
+        floor = float(r["floor_median_us"])
+        table.add("3 handoff, raw pub/sub floor", us(floor), f"PING {us(ping)}", f"{floor / ping:.2f}× PING",
+                  "(for comparison)", "")
     return median
 
 

@@ -4,6 +4,10 @@
 //   BM_RawPing            one PING round trip through hiredis
 //   BM_RawSetNxPxAndDel   the floor of any Redis lock: SET NX PX, then an owner-checked
 //                         release by EVALSHA (two round trips)
+//   BM_RawDlockScripts    dlock's own acquire.lua + release.lua sent by raw hiredis with the
+//                         arguments dlock sends: the server's share of a dlock cycle, without
+//                         the client library (the difference to BM_LockReleaseCycle is the
+//                         client's work)
 //   BM_LockReleaseCycle   dlock: acquire + release through the public API
 //   BM_WovenCycle         dlock: one call of a function with [[dlock::guard]], woven by
 //                         dlock_weave() (the figure users get; built when the generator is)
@@ -12,6 +16,8 @@
 #include <benchmark/benchmark.h>
 
 #include <chrono>
+#include <fstream>
+#include <sstream>
 
 #include "bench_support.hpp"
 #include "dlock/dlock.hpp"
@@ -36,6 +42,31 @@ void BM_RawSetNxPxAndDel(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_RawSetNxPxAndDel);
+
+std::string lua_source(const char* name) {
+  std::ifstream in(std::string(DLOCK_LUA_DIR) + "/" + name);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in || text.str().empty()) throw std::runtime_error(std::string("cannot read ") + DLOCK_LUA_DIR + "/" + name);
+  return text.str();
+}
+
+void BM_RawDlockScripts(benchmark::State& state) {
+  RawConnection raw;
+  const std::string acquire = raw.load_script(lua_source("acquire.lua").c_str());
+  const std::string release = raw.load_script(lua_source("release.lua").c_str());
+  // The keys, owner id and metadata dlock would send for this lock (see lock_scripts.cpp).
+  const char* lock = "dlock:{bench:raw-key}:lock";
+  const char* fence = "dlock:{bench:raw-key}:fence";
+  const char* owner = "5f3a9c1e2b7d4a605f3a9c1e2b7d4a60:1a";
+  for (auto _ : state) {
+    raw.run("EVALSHA %s 2 %s %s %s 30000 0 bench-host 12345 12345 raw-key 604800000", acquire.c_str(), lock,
+            fence, owner);
+    raw.run("EVALSHA %s 2 %s %s %s 0 dlock:{bench:raw-key}:released 0 604800000", release.c_str(), lock, fence,
+            owner);
+  }
+}
+BENCHMARK(BM_RawDlockScripts);
 
 void BM_LockReleaseCycle(benchmark::State& state) {
   dlock::Client client(dlock::bench::single_node_config("bench"));
