@@ -6,6 +6,7 @@ docs/BENCHMARKS.md: figure, value, reference, ratio, target, met/missed.
 Inputs (each optional; a missing or failed measurement becomes a row saying so):
   machine.txt                     date, CPU, load, server version
   figure1.json, figure4.json      Google Benchmark JSON (medians of the repetitions if any)
+  figure7-dlock-<peer>-<settings>.json  dlock's woven cycle measured just before that peer
   figure2-<threads>.txt, figure3.txt, figure5.txt, figure6.txt, figure7-<peer>-<settings>.txt
                                   program output whose RESULT lines carry the figures
 """
@@ -205,9 +206,12 @@ def figure7(results, table, dlock_cycle_us, dlock_handoff_us):
                 table.missing(label, "failed (see its output)" if text else "not installed")
                 continue
             peer_cycle, peer_handoff = float(r["cycle_us"]), float(r["handoff_median_us"])
-            if dlock_cycle_us:
-                rate = peer_cycle / dlock_cycle_us
-                table.add(f"{label}: cycle rate", f"dlock {1e6 / dlock_cycle_us:,.0f}/s",
+            # dlock's woven cycle measured just before this peer, else figure 1's.
+            adjacent = benchmark_us(results, f"figure7-dlock-{name}-{settings}.json") or {}
+            cycle_us = adjacent.get("BM_WovenCycle", dlock_cycle_us)
+            if cycle_us:
+                rate = peer_cycle / cycle_us
+                table.add(f"{label}: cycle rate", f"dlock {1e6 / cycle_us:,.0f}/s",
                           f"{name} {1e6 / peer_cycle:,.0f}/s", f"{rate:.2f}×", "≥ 2×", verdict(rate >= 2))
             if dlock_handoff_us:
                 better = peer_handoff / dlock_handoff_us
