@@ -60,20 +60,25 @@ std::vector<double> raw_floor_handoffs(long rounds, std::chrono::milliseconds se
     }
   });
   std::vector<double> samples;
-  for (long i = 0; i < rounds && !failed; ++i) {
-    holder.run("SET floor-key holder NX PX 30000");
-    std::this_thread::sleep_for(settle);
-    const auto released_at = Clock::now();
-    holder.run("EVALSHA %s 1 floor-key holder floor-handoff", release.c_str());
-    const auto give_up = Clock::now() + 5s;
-    while (rounds_done.load() <= i && !failed && Clock::now() < give_up) std::this_thread::yield();
-    if (rounds_done.load() <= i) {
-      failed = true;
-      break;
+  try {
+    for (long i = 0; i < rounds && !failed; ++i) {
+      holder.run("SET floor-key holder NX PX 30000");
+      std::this_thread::sleep_for(settle);
+      const auto released_at = Clock::now();
+      holder.run("EVALSHA %s 1 floor-key holder floor-handoff", release.c_str());
+      const auto give_up = Clock::now() + 5s;
+      while (rounds_done.load() <= i && !failed && Clock::now() < give_up) std::this_thread::yield();
+      if (rounds_done.load() <= i) {
+        failed = true;
+        break;
+      }
+      samples.push_back(std::chrono::duration<double, std::micro>(taken_at - released_at).count());
     }
-    samples.push_back(std::chrono::duration<double, std::micro>(taken_at - released_at).count());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "raw handoff: {}\n", e.what());
+    failed = true;
   }
-  next.join();
+  next.join();  // bounded: the subscriber's reads time out after 2 s
   if (failed) throw std::runtime_error("the raw handoff floor could not be measured");
   std::sort(samples.begin(), samples.end());
   return samples;
