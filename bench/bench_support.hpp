@@ -15,8 +15,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dlock/config.hpp"
@@ -132,6 +134,17 @@ inline double quantile(const std::vector<double>& sorted, double q) {
   if (sorted.empty()) return 0.0;
   const auto rank = static_cast<std::size_t>(q * static_cast<double>(sorted.size() - 1) + 0.5);
   return sorted[std::min(rank, sorted.size() - 1)];
+}
+
+/// Refuses arguments that are not `--name value` pairs with a name in `known`.
+inline void check_options(int argc, char** argv, std::initializer_list<std::string_view> known) {
+  for (int i = 1; i < argc; i += 2) {
+    const std::string_view name = argv[i];
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      throw std::invalid_argument(fmt::format("unknown option '{}'", name));
+    }
+    if (i + 1 >= argc) throw std::invalid_argument(fmt::format("{}: missing value", name));
+  }
 }
 
 /// Reads `--name value` pairs: the value of `name`, else `fallback`. A value that is not a

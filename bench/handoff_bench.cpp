@@ -87,6 +87,7 @@ std::vector<double> raw_floor_handoffs(long rounds, std::chrono::milliseconds se
 }  // namespace
 
 int main(int argc, char** argv) try {
+  dlock::bench::check_options(argc, argv, {"--rounds", "--settle-ms"});
   const long rounds = dlock::bench::option(argc, argv, "--rounds", 300);
   const auto settle = std::chrono::milliseconds(dlock::bench::option(argc, argv, "--settle-ms", 3));
 

@@ -58,6 +58,7 @@ double redis_benchmark_rps(int connections, long requests) {
 }  // namespace
 
 int main(int argc, char** argv) try {
+  dlock::bench::check_options(argc, argv, {"--threads", "--millis", "--requests"});
   const int threads = static_cast<int>(dlock::bench::option(argc, argv, "--threads", 8));
   const auto millis = std::chrono::milliseconds(dlock::bench::option(argc, argv, "--millis", 3000));
   const long requests = dlock::bench::option(argc, argv, "--requests", 200000);

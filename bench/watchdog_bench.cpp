@@ -76,6 +76,7 @@ double process_cpu_seconds() {
 }  // namespace
 
 int main(int argc, char** argv) try {
+  dlock::bench::check_options(argc, argv, {"--leases", "--seconds", "--lease-ms"});
   const long leases = dlock::bench::option(argc, argv, "--leases", 1000);
   const long seconds = dlock::bench::option(argc, argv, "--seconds", 10);
   const long lease_ms = dlock::bench::option(argc, argv, "--lease-ms", 3000);
