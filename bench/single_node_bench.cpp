@@ -4,68 +4,72 @@
 //   BM_RawPing            one PING round trip through hiredis
 //   BM_RawSetNxPxAndDel   the floor of any Redis lock: SET NX PX, then an owner-checked
 //                         release by EVALSHA (two round trips)
+//   BM_RawDlockScripts    dlock's own acquire.lua + release.lua sent by raw hiredis with the
+//                         arguments dlock sends: the server's share of a dlock cycle, without
+//                         the client library (the difference to BM_LockReleaseCycle is the
+//                         client's work)
 //   BM_LockReleaseCycle   dlock: acquire + release through the public API
+//   BM_WovenCycle         dlock: one call of a function with [[dlock::guard]], woven by
+//                         dlock_weave() (the figure users get; built when the generator is)
+//
+// The server: see bench_support.hpp (DLOCK_BENCH_PORT, else one started here).
 #include <benchmark/benchmark.h>
-#include <fmt/format.h>
-#include <hiredis/hiredis.h>
 
 #include <chrono>
-#include <memory>
+#include <fstream>
+#include <sstream>
 
+#include "bench_support.hpp"
 #include "dlock/dlock.hpp"
-#include "redis_process.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
-
-dlock::test::RedisServer& server() {
-  static dlock::test::RedisServer s = [] {
-    dlock::test::RedisServer started;
-    started.start();
-    return started;
-  }();
-  return s;
-}
-
-struct Raw {
-  redisContext* ctx;
-  Raw() : ctx(redisConnect(server().host().c_str(), server().port())) {}
-  ~Raw() { redisFree(ctx); }
-  redisReply* run(const char* fmt_text, const char* a = nullptr, const char* b = nullptr) {
-    return static_cast<redisReply*>(redisCommand(ctx, fmt_text, a, b));
-  }
-};
+using dlock::bench::RawConnection;
 
 void BM_RawPing(benchmark::State& state) {
-  Raw raw;
-  for (auto _ : state) freeReplyObject(raw.run("PING"));
+  RawConnection raw;
+  for (auto _ : state) raw.run("PING");
 }
 BENCHMARK(BM_RawPing);
 
 void BM_RawSetNxPxAndDel(benchmark::State& state) {
-  Raw raw;
-  constexpr const char* kRelease =
-      "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
-  auto* loaded = raw.run("SCRIPT LOAD %s", kRelease);
-  const std::string sha(loaded->str, loaded->len);
-  freeReplyObject(loaded);
+  RawConnection raw;
+  const std::string sha = raw.load_script(dlock::bench::kFloorRelease);
   for (auto _ : state) {
-    freeReplyObject(raw.run("SET raw-lock owner-1 NX PX 30000"));
-    freeReplyObject(static_cast<redisReply*>(
-        redisCommand(raw.ctx, "EVALSHA %s 1 raw-lock owner-1", sha.c_str())));
+    raw.run("SET raw-lock owner-1 NX PX 30000");
+    raw.run("EVALSHA %s 1 raw-lock owner-1", sha.c_str());
   }
 }
 BENCHMARK(BM_RawSetNxPxAndDel);
 
+std::string lua_source(const char* name) {
+  std::ifstream in(std::string(DLOCK_LUA_DIR) + "/" + name);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in || text.str().empty()) throw std::runtime_error(std::string("cannot read ") + DLOCK_LUA_DIR + "/" + name);
+  return text.str();
+}
+
+void BM_RawDlockScripts(benchmark::State& state) {
+  RawConnection raw;
+  const std::string acquire = raw.load_script(lua_source("acquire.lua").c_str());
+  const std::string release = raw.load_script(lua_source("release.lua").c_str());
+  // The keys, owner id and metadata dlock would send for this lock (see lock_scripts.cpp).
+  const char* lock = "dlock:{bench:raw-key}:lock";
+  const char* fence = "dlock:{bench:raw-key}:fence";
+  const char* owner = "5f3a9c1e2b7d4a605f3a9c1e2b7d4a60:1a";
+  for (auto _ : state) {
+    raw.run("EVALSHA %s 2 %s %s %s 30000 0 bench-host 12345 12345 raw-key 604800000", acquire.c_str(), lock,
+            fence, owner);
+    raw.run("EVALSHA %s 2 %s %s %s 0 dlock:{bench:raw-key}:released 0 604800000", release.c_str(), lock, fence,
+            owner);
+  }
+}
+BENCHMARK(BM_RawDlockScripts);
+
 void BM_LockReleaseCycle(benchmark::State& state) {
-  dlock::Config config;
-  config.service = "bench";
-  dlock::BackendConfig backend;
-  backend.name = "default";
-  backend.endpoints = {dlock::Endpoint{server().host(), server().port()}};
-  config.backends["default"] = backend;
-  dlock::Client client(config);
+  dlock::Client client(dlock::bench::single_node_config("bench"));
   dlock::LockSettings settings;
   settings.lease = 30s;
   settings.wait = 0ms;
@@ -76,6 +80,32 @@ void BM_LockReleaseCycle(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_LockReleaseCycle);
+
+#ifdef DLOCK_BENCH_WOVEN
+// Woven: every call acquires bench:<id>, runs the body, releases. wait=0s: a busy lock
+// throws dlock::LockNotAcquired, which would end the benchmark with an error.
+[[dlock::guard("bench:<id>", lease=30s, wait=0s)]]
+long guarded_step(long id) {
+  return id + 1;
+}
+
+void BM_WovenCycle(benchmark::State& state) {
+  static const bool configured = [] {
+    dlock::init(dlock::bench::single_node_config("bench"));
+    return true;
+  }();
+  benchmark::DoNotOptimize(configured);
+  for (auto _ : state) {
+    try {
+      benchmark::DoNotOptimize(guarded_step(7));
+    } catch (const std::exception& e) {  // LockNotAcquired, BackendUnavailable
+      state.SkipWithError(e.what());
+      break;
+    }
+  }
+}
+BENCHMARK(BM_WovenCycle);
+#endif
 
 }  // namespace
 

@@ -1,5 +1,7 @@
 #include "watchdog.hpp"
 
+#include <pthread.h>
+
 #include <map>
 
 #include "log.hpp"
@@ -69,6 +71,8 @@ std::size_t Watchdog::tracked() const {
 }
 
 void Watchdog::run() {
+  // Named for `top -H`, `ps -L` and per-thread CPU accounting (/proc/<pid>/task/*/comm).
+  ::pthread_setname_np(::pthread_self(), "dlock-watchdog");
   std::unique_lock lock(mutex_);
   std::vector<Task> due;
   while (!stopping_) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>
+#include <sys/socket.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -256,15 +257,30 @@ void Connection::append(const std::vector<std::string_view>& argv) {
 
 int Connection::fd() const noexcept { return ctx_->fd; }
 
+int Connection::send_buffered() noexcept {
+  // The buffer is hiredis's output buffer (an sds string); sdslen and sdssetlen are inline
+  // in its header. It is emptied only once all of it is sent: after an error the connection
+  // is broken and never written again.
+  const std::size_t length = sdslen(ctx_->obuf);
+  std::size_t done = 0;
+  while (done < length) {
+    const ssize_t sent = ::send(ctx_->fd, ctx_->obuf + done, length - done, MSG_NOSIGNAL);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      return errno;  // EAGAIN/EWOULDBLOCK: the send timeout (SO_SNDTIMEO) passed
+    }
+    done += static_cast<std::size_t>(sent);
+  }
+  sdssetlen(ctx_->obuf, 0);
+  ctx_->obuf[0] = '\0';
+  return 0;
+}
+
 bool Connection::flush() {
   if (broken_) return false;
-  SigpipeGuard no_sigpipe;
-  int done = 0;
-  while (!done) {
-    if (redisBufferWrite(ctx_, &done) != REDIS_OK) {
-      broken_ = true;
-      return false;
-    }
+  if (send_buffered() != 0) {
+    broken_ = true;
+    return false;
   }
   return true;
 }
@@ -293,7 +309,16 @@ Reply Connection::read_reply() {
   if (broken_ && ctx_->err == 0) {
     return Reply::failed(Reply::Status::kBroken, "connection dropped after an earlier failure");
   }
-  SigpipeGuard no_sigpipe;
+  // Written here rather than by redisGetReply: hiredis would write() and risk a SIGPIPE.
+  if (const int error = send_buffered(); error != 0) {
+    broken_ = true;
+    if (error == EAGAIN || error == EWOULDBLOCK) {
+      return Reply::failed(Reply::Status::kTimeout,
+                           fmt::format("could not send to {} within the command timeout", to_string(endpoint_)));
+    }
+    return Reply::failed(Reply::Status::kBroken, fmt::format("connection to {} failed: {}",
+                                                             to_string(endpoint_), std::strerror(error)));
+  }
   errno = 0;
   void* raw = nullptr;
   if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) return fail_from_context();

@@ -125,6 +125,10 @@ class Connection {
   Connection(redisContext* ctx, Endpoint endpoint) : ctx_(ctx), endpoint_(std::move(endpoint)) {}
   Reply fail_from_context();
   bool measure_clock(std::string& error);
+  /// Sends what hiredis has buffered with send(MSG_NOSIGNAL), so that a server that closed
+  /// the connection gives EPIPE rather than a SIGPIPE, without changing the thread's signal
+  /// mask (which costs system calls on every command). Returns 0, or the errno.
+  int send_buffered() noexcept;
 
   redisContext* ctx_;
   Endpoint endpoint_;
@@ -132,7 +136,8 @@ class Connection {
   std::int64_t server_offset_us_ = 0;  // server time minus steady time
 };
 
-/// Blocks SIGPIPE on this thread while hiredis writes: a write to a socket the server has
+/// Blocks SIGPIPE on this thread while hiredis writes (where a write does not go through
+/// Connection, which sends with MSG_NOSIGNAL): a write to a socket the server has
 /// closed must fail with EPIPE, not end the user's process. A SIGPIPE raised meanwhile is
 /// consumed before the thread's signal mask is restored. Guards nest; only the outermost
 /// changes the mask.

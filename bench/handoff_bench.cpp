@@ -1,0 +1,141 @@
+// Handoff latency: one client holds a key while a second one waits for it in acquire(); the
+// time from the holder's release() call to the waiter's acquire() returning with the lease.
+// Holder and waiter are separate clients (own connections, own release subscriber), as two
+// processes would be. Reference: the median PING round trip on the same server, same run.
+//
+// Also measured, to show what any lock woken by a notification must spend: the raw floor of
+// a handoff through hiredis. The holder's release script deletes the key and publishes on a
+// channel; a thread blocked reading that channel takes the key with SET NX PX on its own
+// connection. Same clocks: from the release call to the waiter's successful SET.
+//
+//   dlock_bench_handoff [--rounds N] [--settle-ms S]
+//
+// --settle-ms: how long the holder keeps the key after the waiter has started waiting, so
+// the waiter is certainly parked on its release notification when the release comes.
+// Last line, for scripts/bench:
+//   RESULT handoff rounds=N median_us=X p99_us=Y ping_us=Z ratio=X/Z floor_median_us=F
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "bench_support.hpp"
+#include "dlock/dlock.hpp"
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr const char* kReleaseAndPublish =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) "
+    "redis.call('PUBLISH', ARGV[2], 'released') return 1 end return 0";
+
+// The raw handoff floor (see above): sorted samples in microseconds.
+std::vector<double> raw_floor_handoffs(long rounds, std::chrono::milliseconds settle) {
+  dlock::bench::RawConnection holder, waiter, subscriber;
+  const std::string release = holder.load_script(kReleaseAndPublish);
+  subscriber.run("SUBSCRIBE floor-handoff");
+  std::atomic<long> rounds_done{0};
+  std::atomic<bool> failed{false};
+  Clock::time_point taken_at;
+  std::thread next([&] {
+    try {
+      for (long i = 0; i < rounds; ++i) {
+        freeReplyObject(subscriber.next_reply());  // the 'released' message (2 s timeout)
+        redisReply* set = waiter.command("SET floor-key waiter NX PX 30000");
+        const bool ok = set->type == REDIS_REPLY_STATUS;
+        freeReplyObject(set);
+        taken_at = Clock::now();
+        if (!ok) throw std::runtime_error("SET NX after the release found the key taken");
+        waiter.run("DEL floor-key");
+        rounds_done = i + 1;
+      }
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "raw handoff: {}\n", e.what());
+      failed = true;
+    }
+  });
+  std::vector<double> samples;
+  try {
+    for (long i = 0; i < rounds && !failed; ++i) {
+      holder.run("SET floor-key holder NX PX 30000");
+      std::this_thread::sleep_for(settle);
+      const auto released_at = Clock::now();
+      holder.run("EVALSHA %s 1 floor-key holder floor-handoff", release.c_str());
+      const auto give_up = Clock::now() + 5s;
+      while (rounds_done.load() <= i && !failed && Clock::now() < give_up) std::this_thread::yield();
+      if (rounds_done.load() <= i) {
+        failed = true;
+        break;
+      }
+      samples.push_back(std::chrono::duration<double, std::micro>(taken_at - released_at).count());
+    }
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "raw handoff: {}\n", e.what());
+    failed = true;
+  }
+  next.join();  // bounded: the subscriber's reads time out after 2 s
+  if (failed) throw std::runtime_error("the raw handoff floor could not be measured");
+  std::sort(samples.begin(), samples.end());
+  return samples;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  dlock::bench::check_options(argc, argv, {"--rounds", "--settle-ms"});
+  const long rounds = dlock::bench::option(argc, argv, "--rounds", 300);
+  const auto settle = std::chrono::milliseconds(dlock::bench::option(argc, argv, "--settle-ms", 3));
+
+  dlock::Client holder(dlock::bench::single_node_config("bench-handoff"));
+  dlock::Client waiter(dlock::bench::single_node_config("bench-handoff"));
+  dlock::LockSettings settings;
+  settings.lease = 30s;
+  settings.wait = 5s;
+  // Warm both clients: connections and the waiter's subscription.
+  holder.acquire("handoff-warm", settings).release();
+  waiter.acquire("handoff-warm", settings).release();
+
+  std::vector<double> samples;
+  samples.reserve(static_cast<std::size_t>(rounds));
+  for (long i = 0; i < rounds; ++i) {
+    dlock::Lease held = holder.acquire("handoff", settings);
+    if (!held) throw std::runtime_error("holder: " + held.error());
+    std::atomic<bool> waiting{false};
+    Clock::time_point acquired_at;
+    bool acquired = false;
+    std::thread next([&] {
+      waiting = true;
+      dlock::Lease lease = waiter.acquire("handoff", settings);
+      acquired_at = Clock::now();
+      acquired = static_cast<bool>(lease);
+    });
+    while (!waiting.load()) std::this_thread::yield();
+    std::this_thread::sleep_for(settle);
+    const auto released_at = Clock::now();
+    held.release();
+    next.join();
+    if (!acquired) throw std::runtime_error("the waiter did not get the lock within its 5 s wait");
+    samples.push_back(std::chrono::duration<double, std::micro>(acquired_at - released_at).count());
+  }
+  std::sort(samples.begin(), samples.end());
+  const std::vector<double> floor = raw_floor_handoffs(rounds, settle);
+  const double floor_median = dlock::bench::quantile(floor, 0.5);
+  const double ping = dlock::bench::ping_median_us(2000);
+  const double median = dlock::bench::quantile(samples, 0.5);
+  const double p99 = dlock::bench::quantile(samples, 0.99);
+  fmt::print("handoff over {} rounds: median {:.0f} us, p99 {:.0f} us, max {:.0f} us; PING median {:.1f} us\n",
+             rounds, median, p99, samples.back(), ping);
+  fmt::print("raw floor (release script with PUBLISH, subscriber thread, SET NX PX): median {:.0f} us, p99 {:.0f} us\n",
+             floor_median, dlock::bench::quantile(floor, 0.99));
+  fmt::print("RESULT handoff rounds={} median_us={:.1f} p99_us={:.1f} ping_us={:.1f} ratio={:.2f} floor_median_us={:.1f}\n",
+             rounds, median, p99, ping, median / ping, floor_median);
+  return 0;
+} catch (const std::exception& e) {
+  fmt::print(stderr, "dlock_bench_handoff: {}\n", e.what());
+  return 1;
+}

@@ -1,0 +1,118 @@
+// Lock+release cycles per second with N threads, each on its own key (no contention), next
+// to the server's own ceiling at the same concurrency: redis-benchmark running EVALSHA of a
+// minimal lock script (SET NX PX) with N connections. A dlock cycle is two requests (acquire
+// and release scripts), so the ceiling in cycles per second is redis-benchmark's requests per
+// second / 2.
+//
+//   dlock_bench_throughput [--threads N] [--millis M] [--requests R]
+//
+// Prints the two figures and, last, one line for scripts/bench:
+//   RESULT throughput threads=N cycles_per_s=X ceiling_cycles_per_s=Y ratio=X/Y
+// The connection pool is sized to the thread count, so threads never queue for a connection.
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_support.hpp"
+#include "dlock/dlock.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kCeilingScript = "return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])";
+
+// Requests per second of redis-benchmark on the bench server, from its CSV output
+// ("test","rps",...), or a negative number when it could not be run.
+double redis_benchmark_rps(int connections, long requests) {
+  dlock::bench::RawConnection raw;
+  const std::string sha = raw.load_script(kCeilingScript);
+  const std::string command =
+      fmt::format("timeout 120 redis-benchmark -h {} -p {} -c {} -n {} -r 1000000 --csv "
+                  "EVALSHA {} 1 ceiling:__rand_int__ owner 1000 2>&1",
+                  dlock::bench::bench_server().host, dlock::bench::bench_server().port, connections,
+                  requests, sha);
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return -1;
+  std::string output;
+  char buffer[512];
+  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
+  const int status = ::pclose(pipe);
+  // The data line: "EVALSHA ...","<rps>",...
+  const auto quote = output.rfind("\"EVALSHA");
+  if (status != 0 || quote == std::string::npos) {
+    fmt::print(stderr, "redis-benchmark failed (status {}): {}\n", status, output);
+    return -1;
+  }
+  const auto start = output.find(",\"", quote);
+  if (start == std::string::npos) return -1;
+  return std::strtod(output.c_str() + start + 2, nullptr);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  dlock::bench::check_options(argc, argv, {"--threads", "--millis", "--requests"});
+  const int threads = static_cast<int>(dlock::bench::option(argc, argv, "--threads", 8));
+  const auto millis = std::chrono::milliseconds(dlock::bench::option(argc, argv, "--millis", 3000));
+  const long requests = dlock::bench::option(argc, argv, "--requests", 200000);
+
+  dlock::Client client(dlock::bench::single_node_config("bench-throughput", threads));
+  dlock::LockSettings settings;
+  settings.lease = 30s;
+  settings.wait = 0ms;
+  std::atomic<bool> go{false};
+  std::atomic<bool> failed{false};
+  std::vector<long> counts(static_cast<std::size_t>(threads), 0);
+  std::vector<std::thread> workers;
+  Clock::time_point deadline;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      const std::string key = fmt::format("throughput:{}", t);
+      while (!go.load()) std::this_thread::yield();
+      long done = 0;
+      while (Clock::now() < deadline) {
+        dlock::Lease lease = client.acquire(key, settings);
+        if (!lease) {
+          failed = true;
+          break;
+        }
+        ++done;
+      }
+      counts[static_cast<std::size_t>(t)] = done;
+    });
+  }
+  // Connections are opened lazily: one warm-up cycle per thread count is not worth it, the
+  // measurement is long enough for a pool of N to fill in its first milliseconds.
+  const auto started = Clock::now();
+  deadline = started + millis;
+  go = true;
+  for (auto& w : workers) w.join();
+  const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  long total = 0;
+  for (long c : counts) total += c;
+  if (failed) {
+    fmt::print(stderr, "a cycle was not acquired\n");
+    return 1;
+  }
+  const double cycles_per_s = double(total) / seconds;
+  const double rps = redis_benchmark_rps(threads, requests);
+  if (rps <= 0) return 1;
+  const double ceiling = rps / 2;
+  fmt::print("dlock: {} threads, {} cycles in {:.2f} s: {:.0f} cycles/s\n", threads, total, seconds,
+             cycles_per_s);
+  fmt::print("ceiling: redis-benchmark -c {} EVALSHA (SET NX PX script): {:.0f} requests/s = {:.0f} cycles/s\n",
+             threads, rps, ceiling);
+  fmt::print("RESULT throughput threads={} cycles_per_s={:.0f} ceiling_cycles_per_s={:.0f} ratio={:.3f}\n",
+             threads, cycles_per_s, ceiling, cycles_per_s / ceiling);
+  return 0;
+} catch (const std::exception& e) {
+  fmt::print(stderr, "dlock_bench_throughput: {}\n", e.what());
+  return 1;
+}
