@@ -3,7 +3,9 @@
 # header that declares the guarded functions, of which GUARDED sources define guarded
 # functions. It is built from scratch with Ninja (-j JOBS), alternately without weaving (the
 # same target linking dlock::runtime, no dlock_weave) and with dlock_weave(), RUNS times
-# each; the medians of the build times (configure not included) and their ratio are printed.
+# each; the medians of the build times (configure not included) and their ratio are printed,
+# with the CPU time of the builds and, per woven build, where its time went (generator runs
+# that parsed, fast-path runs, compiler) from Ninja's log.
 #
 #   bench/build_time/run.sh [--build-dir DIR] [--sources N] [--guarded K] [--runs R]
 #                           [--jobs J] [--build-type TYPE] [--keep]
@@ -259,11 +261,11 @@ build_once() {
   cmake -S "$project" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" -DWEAVE="$weave" \
     -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_CXX_COMPILER_LAUNCHER= >"$work/configure-$weave.log" 2>&1 ||
     { cat "$work/configure-$weave.log" >&2; echo "run.sh: configure failed" >&2; return 1; }
-  local start end
-  start=$(date +%s.%N)
-  ninja -C "$dir" -j "$jobs" >"$work/build-$weave.log" 2>&1 ||
+  # Wall time, and the CPU time of ninja and everything it ran (less sensitive to the load of
+  # other work on a shared machine).
+  local TIMEFORMAT='%R %U %S' times
+  times=$( { time ninja -C "$dir" -j "$jobs" >"$work/build-$weave.log" 2>&1; } 2>&1 ) ||
     { cat "$work/build-$weave.log" >&2; echo "run.sh: build failed" >&2; return 1; }
-  end=$(date +%s.%N)
   if [[ $weave == ON ]]; then
     local woven
     woven=$(grep -c "Weaving" "$work/build-ON.log" || true)
@@ -272,19 +274,46 @@ build_once() {
     guards=$(cat "$dir"/dlock_woven/shop/src/*.cpp | grep -c "::dlock::Guard dlock_guard_" || true)
     [[ "$guards" == "$guarded" ]] || { echo "run.sh: $guards guards woven, expected $guarded" >&2; return 1; }
   fi
-  awk -v a="$start" -v b="$end" 'BEGIN { printf "%.3f\n", b - a }'
+  awk '{ printf "%.3f %.3f\n", $1, $2 + $3 }' <<<"$times"
 }
 
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-plain=() woven=()
+# Where a woven build's time goes, from Ninja's log of its edges (milliseconds each).
+profile() {
+  local dir=$1 parsed_files
+  parsed_files=$(grep -l "::dlock::Guard dlock_guard_" "$dir"/dlock_woven/shop/src/*.cpp | xargs -n1 basename | tr '\n' ' ')
+  awk -v parsed_files="$parsed_files" '
+    NR > 1 && $4 !~ /^\// {
+      ms = $2 - $1
+      if ($4 ~ /dlock_woven\/.*\.cpp$/) { weave[$4] = ms }
+      else if ($4 ~ /\.o$/) { if (!($4 in compile)) objects++; compile[$4] = ms }
+    }
+    END {
+      for (f in weave) {
+        name = f; sub(/.*\//, "", name)
+        if (index(" " parsed_files, " " name " ") > 0) { parsed_n++; parsed += weave[f] } else { fast_n++; fast += weave[f] }
+      }
+      for (f in compile) total += compile[f]
+      printf "  generator: %d sources parsed %.2f s, %d fast path %.2f s; compiler: %.2f s for %d objects\n",
+             parsed_n, parsed / 1000, fast_n, fast / 1000, total / 1000, objects
+    }' "$dir/.ninja_log"
+}
+
+plain=() woven=() plain_cpu=() woven_cpu=()
 echo "project: $sources sources, $guarded with guards, one shared header; ninja -j $jobs, $build_type"
 for (( run = 1; run <= runs; ++run )); do
-  p=$(build_once OFF); plain+=("$p")
-  w=$(build_once ON); woven+=("$w")
-  printf 'run %d: plain %.2f s, woven %.2f s\n' "$run" "$p" "$w"
+  result=$(build_once OFF); read -r p pc <<<"$result"; plain+=("$p"); plain_cpu+=("$pc")
+  result=$(build_once ON); read -r w wc <<<"$result"; woven+=("$w"); woven_cpu+=("$wc")
+  printf 'run %d: plain %.2f s (cpu %.2f s), woven %.2f s (cpu %.2f s)\n' "$run" "$p" "$pc" "$w" "$wc"
+  echo "  plain compiler: $(awk 'NR > 1 && $4 ~ /\.o$/ { t += $2 - $1 } END { printf "%.2f s", t / 1000 }' "$work/build-OFF/.ninja_log")"
+  profile "$work/build-ON"
 done
+ratio_of() { awk -v w="$1" -v p="$2" 'BEGIN { printf "%.3f", w / p }'; }
 plain_median=$(median "${plain[@]}")
 woven_median=$(median "${woven[@]}")
-ratio=$(awk -v w="$woven_median" -v p="$plain_median" 'BEGIN { printf "%.3f", w / p }')
-printf 'RESULT build_time plain_s=%.2f woven_s=%.2f ratio=%.2f\n' "$plain_median" "$woven_median" "$ratio"
+printf 'cpu time (user+sys of the whole build): plain %.2f s, woven %.2f s, ratio %.2f\n' \
+  "$(median "${plain_cpu[@]}")" "$(median "${woven_cpu[@]}")" \
+  "$(ratio_of "$(median "${woven_cpu[@]}")" "$(median "${plain_cpu[@]}")")"
+printf 'RESULT build_time plain_s=%.2f woven_s=%.2f ratio=%.2f\n' "$plain_median" "$woven_median" \
+  "$(ratio_of "$woven_median" "$plain_median")"

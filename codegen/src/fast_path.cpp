@@ -420,12 +420,17 @@ IncludeScan scan_for_guards(const std::string& source_path, std::string_view sou
   // A guard in the source itself always takes the parse; one in a header needs every project
   // header, to look for definitions of what it guards.
   const bool guard_in_source = result.guard_found;
+  bool missing_quoted = false;
 
   while (!pending.empty() && !guard_in_source && result.conclusive) {
     auto [includer_dir, include] = std::move(pending.front());
     pending.pop_front();
     const auto header = resolve(include, includer_dir, paths);
-    if (!header) continue;
+    if (!header) {
+      // A quoted include found nowhere (not generated yet?) may hold a definition.
+      missing_quoted = missing_quoted || !include.angled;
+      continue;
+    }
     if (!seen.insert(*header).second) continue;
     result.files.push_back(header->string());
     std::string text;
@@ -438,7 +443,7 @@ IncludeScan scan_for_guards(const std::string& source_path, std::string_view sou
     follow(*header, scan_text(texts.back()));
   }
   result.only_used = result.conclusive && result.guard_found && !guard_in_source &&
-                     header_guards_only_used(texts, mentions);
+                     !missing_quoted && header_guards_only_used(texts, mentions);
   return result;
 }
 

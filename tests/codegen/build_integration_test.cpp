@@ -213,6 +213,8 @@ TEST(FastPath, ParsesASourceThatMayDefineAHeaderGuardedFunction) {
   EXPECT_TRUE(needs_parse("int ns::Cls::oper\\\nator()(int id) { return id; }\n"));
   // Braces a macro opens or closes.
   EXPECT_TRUE(needs_parse("#define OPEN {\nvoid h() OPEN }\n}\n"));
+  // A quoted include found nowhere (generated later?) could define one.
+  EXPECT_TRUE(needs_parse("#include \"not_generated_yet.hpp\"\n"));
   // Defined inline in another project header.
   EXPECT_TRUE(needs_parse("", "#pragma once\n#include \"api.hpp\"\ninline bool ns::g(const std::string&) { return true; }\n"));
 }
