@@ -3,9 +3,10 @@
 # header that declares the guarded functions, of which GUARDED sources define guarded
 # functions. It is built from scratch with Ninja (-j JOBS), alternately without weaving (the
 # same target linking dlock::runtime, no dlock_weave) and with dlock_weave(), RUNS times
-# each; the medians of the build times (configure not included) and their ratio are printed,
-# with the CPU time of the builds and, per woven build, where its time went (generator runs
-# that parsed, fast-path runs, compiler) from Ninja's log.
+# each, the order swapped every other run. Printed: each build's wall and CPU time (user +
+# sys of everything Ninja ran; steadier than wall time on a shared machine), where a woven
+# build's time went (generator runs that parsed, fast-path runs, compiler; from Ninja's
+# log), and the medians and their ratios (configure not included).
 #
 #   bench/build_time/run.sh [--build-dir DIR] [--sources N] [--guarded K] [--runs R]
 #                           [--jobs J] [--build-type TYPE] [--keep]
@@ -26,7 +27,7 @@ while [[ $# -gt 0 ]]; do
     --jobs) jobs=$2; shift 2 ;;
     --build-type) build_type=$2; shift 2 ;;
     --keep) keep=1; shift ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -303,8 +304,16 @@ profile() {
 plain=() woven=() plain_cpu=() woven_cpu=()
 echo "project: $sources sources, $guarded with guards, one shared header; ninja -j $jobs, $build_type"
 for (( run = 1; run <= runs; ++run )); do
-  result=$(build_once OFF); read -r p pc <<<"$result"; plain+=("$p"); plain_cpu+=("$pc")
-  result=$(build_once ON); read -r w wc <<<"$result"; woven+=("$w"); woven_cpu+=("$wc")
+  # Plain first in odd runs, woven first in even ones: a load that grows or shrinks during
+  # the runs does not favour either.
+  if (( run % 2 == 1 )); then
+    result=$(build_once OFF); read -r p pc <<<"$result"
+    result=$(build_once ON); read -r w wc <<<"$result"
+  else
+    result=$(build_once ON); read -r w wc <<<"$result"
+    result=$(build_once OFF); read -r p pc <<<"$result"
+  fi
+  plain+=("$p"); plain_cpu+=("$pc"); woven+=("$w"); woven_cpu+=("$wc")
   printf 'run %d: plain %.2f s (cpu %.2f s), woven %.2f s (cpu %.2f s)\n' "$run" "$p" "$pc" "$w" "$wc"
   echo "  plain compiler: $(awk 'NR > 1 && $4 ~ /\.o$/ { t += $2 - $1 } END { printf "%.2f s", t / 1000 }' "$work/build-OFF/.ninja_log")"
   profile "$work/build-ON"
