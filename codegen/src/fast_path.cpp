@@ -173,7 +173,15 @@ bool is_close(clang::tok::TokenKind kind) {
   return kind == clang::tok::r_paren || kind == clang::tok::r_square || kind == clang::tok::r_brace;
 }
 
-// For every bracket token, the index of its partner; npos where there is none.
+clang::tok::TokenKind closing_of(clang::tok::TokenKind open) {
+  if (open == clang::tok::l_paren) return clang::tok::r_paren;
+  if (open == clang::tok::l_square) return clang::tok::r_square;
+  return clang::tok::r_brace;
+}
+
+// For every bracket token, the index of its partner; npos where there is none. After a
+// bracket that closes the wrong kind, nothing more is matched (every later question about
+// a name then has no answer, which means "maybe a definition").
 std::vector<std::size_t> match_brackets(const std::vector<Tok>& tokens) {
   std::vector<std::size_t> match(tokens.size(), std::string_view::npos);
   std::vector<std::size_t> open;
@@ -182,6 +190,7 @@ std::vector<std::size_t> match_brackets(const std::vector<Tok>& tokens) {
     if (is_open(tokens[i].kind)) {
       open.push_back(i);
     } else if (is_close(tokens[i].kind) && !open.empty()) {
+      if (closing_of(tokens[open.back()].kind) != tokens[i].kind) break;
       match[i] = open.back();
       match[open.back()] = i;
       open.pop_back();

@@ -211,6 +211,8 @@ TEST(FastPath, ParsesASourceThatMayDefineAHeaderGuardedFunction) {
   EXPECT_TRUE(needs_parse("#define G g\nbool ns::G(const std::string&) { return true; }\n"));
   EXPECT_TRUE(needs_parse("#define CAT(a, b) a##b\nbool ns::CAT(g, )(const std::string&) { return true; }\n"));
   EXPECT_TRUE(needs_parse("int ns::Cls::oper\\\nator()(int id) { return id; }\n"));
+  // Brackets out of kind: nothing after them counts as a use.
+  EXPECT_TRUE(needs_parse("int x = (1];\nvoid use() { ns::g(\"a\"); }\n"));
   // Braces a macro opens or closes.
   EXPECT_TRUE(needs_parse("#define OPEN {\nvoid h() OPEN }\n}\n"));
   // A quoted include found nowhere (generated later?) could define one.
