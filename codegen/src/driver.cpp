@@ -197,7 +197,7 @@ int run(const Options& options) {
   if (!options.full_parse) {
     const IncludeScan scan =
         scan_for_guards(source, text, search_paths_from_flags(options.compiler_flags));
-    if (scan.conclusive && !scan.guard_found) {
+    if (!scan.needs_parse()) {
       return write_outputs(options, passthrough_source(text, source), scan.files);
     }
   }

@@ -4,10 +4,12 @@
 #include <clang/AST/ASTContext.h>
 #include <clang/Basic/SourceManager.h>
 #include <clang/Frontend/CompilerInstance.h>
+#include <clang/Lex/MacroInfo.h>
 #include <clang/Lex/PPCallbacks.h>
 #include <clang/Lex/Preprocessor.h>
 #include <llvm/Support/FileSystem.h>
 
+#include <map>
 #include <set>
 
 #include "checker.hpp"
@@ -23,8 +25,19 @@ namespace {
 class PreprocessorRecorder : public clang::PPCallbacks {
  public:
   PreprocessorRecorder(const clang::SourceManager& sources, std::vector<std::string>& files,
-                       std::vector<ByteRange>& skipped)
-      : sources_(sources), files_(files), skipped_(skipped) {}
+                       std::vector<ByteRange>& skipped, bool& dlock_macro)
+      : sources_(sources), files_(files), skipped_(skipped), dlock_macro_(dlock_macro) {}
+
+  // A macro that mentions dlock may put a guard anywhere: no function body is skipped after
+  // one is defined (see WeaveConsumer::shouldSkipFunctionBody).
+  void MacroDefined(const clang::Token&, const clang::MacroDirective* directive) override {
+    const clang::MacroInfo* macro = directive ? directive->getMacroInfo() : nullptr;
+    if (macro == nullptr) return;
+    for (const clang::Token& token : macro->tokens()) {
+      const clang::IdentifierInfo* name = token.getIdentifierInfo();
+      if (name != nullptr && name->getName() == "dlock") dlock_macro_ = true;
+    }
+  }
 
   void FileChanged(clang::SourceLocation location, FileChangeReason reason,
                    clang::SrcMgr::CharacteristicKind, clang::FileID) override {
@@ -51,14 +64,40 @@ class PreprocessorRecorder : public clang::PPCallbacks {
   const clang::SourceManager& sources_;
   std::vector<std::string>& files_;
   std::vector<ByteRange>& skipped_;
+  bool& dlock_macro_;
   std::set<std::string> seen_;
 };
 
 class WeaveConsumer : public clang::ASTConsumer {
  public:
   WeaveConsumer(const GuardCollector& collector, const std::vector<ByteRange>& skipped,
-                WeaveOutcome& outcome)
-      : collector_(collector), skipped_(skipped), outcome_(outcome) {}
+                const bool& dlock_macro, WeaveOutcome& outcome)
+      : collector_(collector), skipped_(skipped), dlock_macro_(dlock_macro), outcome_(outcome) {}
+
+  // Most of a parse is the bodies of inline functions and templates in headers, which the
+  // generator never looks at: they are skipped (the parser only matches their braces), except
+  // in the main file, in headers that mention dlock::guard at all, for guarded functions (a
+  // guarded definition in a header must still be reported), and after a macro mentioning
+  // dlock was defined. Clang itself keeps bodies it needs: constexpr, deduced return types.
+  bool shouldSkipFunctionBody(clang::Decl* decl) override {
+    if (dlock_macro_) return false;
+    const clang::SourceManager& sources = decl->getASTContext().getSourceManager();
+    const clang::SourceLocation where = sources.getExpansionLoc(decl->getLocation());
+    if (where.isInvalid() || sources.isWrittenInMainFile(where)) return false;
+    const clang::FunctionDecl* function = decl->getAsFunction();
+    if (function == nullptr) return false;
+    const clang::FileID file = sources.getFileID(where);
+    auto known = file_mentions_guard_.find(file);
+    if (known == file_mentions_guard_.end()) {
+      const llvm::StringRef text = sources.getBufferData(file);
+      known = file_mentions_guard_.emplace(file, mentions_guard({text.data(), text.size()})).first;
+    }
+    if (known->second) return false;
+    for (const WrittenGuard& guard : collector_.guards()) {
+      if (guard.decl->getCanonicalDecl() == function->getCanonicalDecl()) return false;
+    }
+    return true;
+  }
 
   void HandleTranslationUnit(clang::ASTContext& context) override {
     // Guards are checked even after a clang error, so that one run reports everything.
@@ -119,20 +158,23 @@ class WeaveConsumer : public clang::ASTConsumer {
 
   const GuardCollector& collector_;
   const std::vector<ByteRange>& skipped_;
+  const bool& dlock_macro_;
   WeaveOutcome& outcome_;
+  std::map<clang::FileID, bool> file_mentions_guard_;
 };
 
 }  // namespace
 
 bool WeaveAction::BeginSourceFileAction(clang::CompilerInstance& compiler) {
   compiler.getPreprocessor().addPPCallbacks(std::make_unique<PreprocessorRecorder>(
-      compiler.getSourceManager(), outcome_.dependencies, skipped_));
+      compiler.getSourceManager(), outcome_.dependencies, skipped_, dlock_macro_));
+  compiler.getFrontendOpts().SkipFunctionBodies = true;  // asks WeaveConsumer, body by body
   return true;
 }
 
 std::unique_ptr<clang::ASTConsumer> WeaveAction::CreateASTConsumer(clang::CompilerInstance&,
                                                                    llvm::StringRef) {
-  return std::make_unique<WeaveConsumer>(collector_, skipped_, outcome_);
+  return std::make_unique<WeaveConsumer>(collector_, skipped_, dlock_macro_, outcome_);
 }
 
 void WeaveAction::ExecuteAction() {

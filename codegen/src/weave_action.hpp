@@ -40,6 +40,7 @@ class WeaveAction : public clang::ASTFrontendAction {
   WeaveOutcome& outcome_;
   GuardCollector collector_;
   std::vector<ByteRange> skipped_;  ///< blocks of the main file skipped by #if
+  bool dlock_macro_ = false;        ///< a macro mentioning dlock was defined
 };
 
 }  // namespace dlock::codegen

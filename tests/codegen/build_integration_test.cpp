@@ -164,6 +164,94 @@ TEST(FastPath, SurvivesIncludeCycles) {
   EXPECT_EQ(scan.files.size(), 3u);
 }
 
+// A header whose guards are on declarations; the sources below include it.
+constexpr const char* kGuardedApi = R"(#pragma once
+#include <string>
+namespace ns {
+class Cls {
+ public:
+  [[dlock::guard("cls:<id>")]] void f(int id) const;
+  [[dlock::guard("cls:<id>")]] int operator()(int id);
+};
+[[dlock::guard("free:<name>")]]
+bool g(const std::string& name);
+}  // namespace ns
+)";
+
+// Whether a source including kGuardedApi (and, if given, a second project header) is parsed.
+bool needs_parse(const std::string& source_text, const std::string& other_header = "") {
+  TempDir dir;
+  dir.write("api.hpp", kGuardedApi);
+  dir.write("other.hpp", other_header);
+  const std::string text = "#include \"api.hpp\"\n#include \"other.hpp\"\n" + source_text;
+  const std::string source = dir.write("a.cpp", text);
+  const IncludeScan scan = scan_for_guards(source, text, {});
+  EXPECT_TRUE(scan.conclusive);
+  EXPECT_TRUE(scan.guard_found);
+  return scan.needs_parse();
+}
+
+TEST(FastPath, ParsesASourceThatMayDefineAHeaderGuardedFunction) {
+  // Out of line by its qualified name, inside its namespace, or through a namespace alias.
+  EXPECT_TRUE(needs_parse("void ns::Cls::f(int id) const { (void)id; }\n"));
+  EXPECT_TRUE(needs_parse("namespace ns {\nvoid Cls::f(int id) const {}\n}\n"));
+  EXPECT_TRUE(needs_parse("namespace ns {\nbool g(const std::string& n) { return n.empty(); }\n}\n"));
+  EXPECT_TRUE(needs_parse("namespace a = ns;\nbool a::g(const std::string&) { return true; }\n"));
+  EXPECT_TRUE(needs_parse("int ns::Cls::operator()(int id) { return id; }\n"));
+  // Declarator shapes: parenthesised, trailing return type, attributes, macros around the body.
+  EXPECT_TRUE(needs_parse("bool (ns::g)(const std::string&) { return true; }\n"));
+  EXPECT_TRUE(needs_parse("bool (ns::g(const std::string&)) { return true; }\n"));
+  EXPECT_TRUE(needs_parse("auto ns::g(const std::string&) -> bool { return true; }\n"));
+  EXPECT_TRUE(needs_parse("bool ns::g [[gnu::cold]] (const std::string&) { return true; }\n"));
+  EXPECT_TRUE(needs_parse("#define BODY { return true; }\nbool ns::g(const std::string&) BODY\n"));
+  EXPECT_TRUE(needs_parse("bool ns::g(const std::string&) <% return true; %>\n"));
+  EXPECT_TRUE(needs_parse("bool ns::g(const std::string&) try { return true; } catch (...) { return false; }\n"));
+  // The name from a macro, or spelled by pasting.
+  EXPECT_TRUE(needs_parse("#define DEFINE(name) bool ns::name(const std::string&) { return true; }\nDEFINE(g)\n"));
+  EXPECT_TRUE(needs_parse("#define G g\nbool ns::G(const std::string&) { return true; }\n"));
+  EXPECT_TRUE(needs_parse("#define CAT(a, b) a##b\nbool ns::CAT(g, )(const std::string&) { return true; }\n"));
+  EXPECT_TRUE(needs_parse("int ns::Cls::oper\\\nator()(int id) { return id; }\n"));
+  // Brackets out of kind: nothing after them counts as a use.
+  EXPECT_TRUE(needs_parse("int x = (1];\nvoid use() { ns::g(\"a\"); }\n"));
+  // Braces a macro opens or closes.
+  EXPECT_TRUE(needs_parse("#define OPEN {\nvoid h() OPEN }\n}\n"));
+  // A quoted include found nowhere (generated later?) could define one.
+  EXPECT_TRUE(needs_parse("#include \"not_generated_yet.hpp\"\n"));
+  // Defined inline in another project header.
+  EXPECT_TRUE(needs_parse("", "#pragma once\n#include \"api.hpp\"\ninline bool ns::g(const std::string&) { return true; }\n"));
+}
+
+TEST(FastPath, ParsesWhenAHeaderGuardIsNotOnAPlainDeclaration) {
+  TempDir dir;
+  const std::string text = "#include \"api.hpp\"\nvoid use() { h(); }\n";
+  const std::string source = dir.write("a.cpp", text);
+  for (const std::string header :
+       {"[[dlock::guard(\"k\")]] inline void h() {}\n",          // a definition in a header
+        "struct S { [[dlock::guard(\"k\")]] virtual void h() = 0; };\n",
+        "#define GUARDED [[dlock::guard(\"k\")]]\nGUARDED void h();\n",
+        "[[dlock::guard(\"k\")]] int x;\n"}) {
+    dir.write("api.hpp", header);
+    EXPECT_TRUE(scan_for_guards(source, text, {}).needs_parse()) << header;
+  }
+}
+
+TEST(FastPath, CopiesASourceThatOnlyUsesHeaderGuardedFunctions) {
+  EXPECT_FALSE(needs_parse(""));
+  EXPECT_FALSE(needs_parse(
+      "int use(const ns::Cls& c, ns::Cls* p, const std::string& n) {\n"
+      "  c.f(1);\n"
+      "  p->f(2);\n"
+      "  (*p)(3);\n"
+      "  if (ns::g(n)) { return 1; }\n"
+      "  while (!ns::g(n + \"x\") && n.size() > 2) { break; }\n"
+      "  const bool ok = ns::g(n);\n"
+      "  std::string s = std::to_string(ns::g(n)) + \"!\";\n"
+      "  return ok && ns::g(n) ? 2 : p->operator()(4);\n"
+      "}\n"));
+  // A redeclaration, even with qualifiers, defines nothing.
+  EXPECT_FALSE(needs_parse("", "#pragma once\nnamespace ns { bool g(const std::string& name); }\n"));
+}
+
 TEST(Depfile, EscapesWhatMakeWouldMisread) {
   EXPECT_EQ(escape_make_path("/a b/c#d$e"), "/a\\ b/c\\#d$$e");
   EXPECT_EQ(make_depfile("out/x.cpp", {"/src/x.cpp", "/src/y z.h"}),

@@ -24,6 +24,8 @@ namespace {
 // Redlock's fixed allowance for clock drift, besides the configured share of the lease.
 constexpr Millis kDriftFloor{2};
 constexpr Millis kMinNodeTimeout{2};
+// Where acquire_call() puts the not-after time (acquire.lua's ARGV[3]).
+constexpr std::size_t kAcquireNotAfterArg = 2;
 // After a failed connect an instance is skipped (counted as failed at once) for this long,
 // so that a dead instance does not cost every call a connect timeout.
 constexpr Millis kReconnectPause{100};
@@ -59,11 +61,15 @@ class RedlockBackend final : public Backend {
     const Millis key_ttl = request.lease + drift(request.lease);
     auto handles = borrow();
     const auto deadline = Clock::now() + node_timeout(request.lease);
+    // One call, built once (its owner details cost system calls); only the not-after time,
+    // on each instance's own clock, differs between the instances.
+    const ScriptCall call = acquire_call(keys, request, key_ttl, 0);
     std::vector<ScriptCall> calls(instances_.size());
     std::vector<FanOutRequest> requests(instances_.size());
     for (std::size_t i = 0; i < instances_.size(); ++i) {
       if (!handles[i]) continue;
-      calls[i] = acquire_call(keys, request, key_ttl, handles[i]->server_time_us(deadline));
+      calls[i] = call;
+      calls[i].args[kAcquireNotAfterArg] = std::to_string(handles[i]->server_time_us(deadline));
       requests[i] = {&*handles[i], {&calls[i]}, {}};
     }
     run(requests, handles, deadline);

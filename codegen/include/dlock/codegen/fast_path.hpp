@@ -1,12 +1,21 @@
 // The fast path: most sources hold no guard, and must cost next to nothing.
 //
 //   IncludeScan scan = scan_for_guards("/src/util.cpp", text, paths);
-//   if (scan.conclusive && !scan.guard_found) { /* write #line 1 + text, no parse */ }
+//   if (!scan.needs_parse()) { /* write #line 1 + text, no parse */ }
 //
 // The source and, recursively, the headers it includes from the project (the includer's
 // directory, -iquote, -I; not -isystem or the compiler's directories) are raw-lexed (no
 // preprocessing, comments ignored) for `dlock::guard` (also `using dlock: guard`). A macro
 // `#include NAME` makes the scan inconclusive, and the full parse decides.
+//
+// A guard in a project header (none in the source) is woven where its function is defined.
+// The source skips the parse when it and its project headers can be shown, token by token,
+// not to define any function that those guards name: every mention of such a name must be a
+// use (`f(x);`, `if (f(x)) {`, `return f(x) && y;`, `obj.f(x)`, ...) or a plain declaration.
+// Anything else counts as a possible definition and takes the parse: a qualified or
+// unqualified `name(...)` followed by a body, qualifiers or `->`, a parenthesised name, the
+// name in a macro, token pasting, braces out of step, a guard on something other than a
+// declaration ending in `;` (including `= delete`, `= 0`, an inline definition).
 #pragma once
 
 #include <cstddef>
@@ -23,8 +32,14 @@ struct IncludeScan {
   bool guard_found = false;
   /// False when an include could not be followed (`#include MACRO`).
   bool conclusive = true;
+  /// The guards found are all in project headers, on declarations of functions that no
+  /// scanned file can define: there is nothing to weave.
+  bool only_used = false;
   /// The source and every project header scanned: the depfile of a fast-path run.
   std::vector<std::string> files;
+
+  /// False when the source can be copied through without a parse.
+  [[nodiscard]] bool needs_parse() const { return !conclusive || (guard_found && !only_used); }
 };
 
 /// One mention of `dlock::guard` in a file's text.
