@@ -319,7 +319,8 @@ class RedlockBackend final : public Backend {
     }
     require_quorum(answered, first_error);
     std::vector<RunRecord> out;
-    for (auto& [key, records] : seen) {
+    for (auto& entry : seen) {
+      std::vector<RunRecord>& records = entry.second;  // not a structured binding: clang 14 cannot capture those
       std::size_t best = 0;
       std::size_t best_count = 0;
       for (std::size_t i = 0; i < records.size(); ++i) {
