@@ -60,7 +60,9 @@ GrantReply grant_of(const Reply& reply) {
   }
   long long code = 0, value = 0;
   if (reply.is_error() || !element_integer(reply, 0, code) || !element_integer(reply, 1, value)) {
-    out.error = reply.is_error() ? std::string(reply.text()) : "unexpected reply to acquire";
+    out.error = !reply.is_error()     ? "unexpected reply to acquire"
+                : reply.text().empty() ? "an error reply without a message"
+                                       : std::string(reply.text());
     return out;
   }
   if (code == 1) {
