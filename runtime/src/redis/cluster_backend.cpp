@@ -13,7 +13,7 @@
 #include "redis/crc16.hpp"
 #include "redis/keys.hpp"
 #include "redis/lock_scripts.hpp"
-#include "redis/run_records.hpp"
+#include "redis/routed_backend.hpp"
 #include "redis/pool.hpp"
 #include "redis/subscriber.hpp"
 
@@ -86,10 +86,10 @@ void pause_until(Clock::time_point deadline, Millis& backoff) {
   backoff = std::min(backoff * 2, kMaxBackoff);
 }
 
-class ClusterBackend final : public Backend {
+class ClusterBackend final : public RoutedBackend {
  public:
   ClusterBackend(BackendConfig config, std::string service, std::shared_ptr<Metrics> metrics)
-      : config_(std::move(config)), service_(std::move(service)), metrics_(std::move(metrics)) {}
+      : RoutedBackend(std::move(config), std::move(service)), metrics_(std::move(metrics)) {}
 
   GrantReply acquire(const GrantRequest& request) override {
     const LockKeys keys = lock_keys(service_, request.key.str());
@@ -146,133 +146,17 @@ class ClusterBackend final : public Backend {
     }
   }
 
-  ReleaseOutcome release(const Key& key, std::string_view owner, Millis keep_for) noexcept override {
-    try {
-      const LockKeys keys = lock_keys(service_, key.str());
-      const ScriptCall call = release_call(keys, owner, keep_for);
-      return release_outcome_of(routed(key_slot(keys.lock), Clock::now() + config_.command_timeout,
-                                       [&](Connection& conn, bool asking) { return call.run(conn, asking); }));
-    } catch (...) {
-      return ReleaseOutcome::kUnavailable;
-    }
-  }
-
   std::unique_ptr<ReleaseWatch> watch(const Key& key) override {
     return feed().watch(lock_keys(service_, key.str()).channel);
   }
 
-  const BackendConfig& config() const override { return config_; }
-
-  std::int64_t server_time_ms() override {
-    std::int64_t now_ms = 0;
-    admin::require(routed(0, Clock::now() + config_.command_timeout,
-                          [&](Connection& conn, bool asking) { return runs::read_time_ms(conn, now_ms, asking); }),
-                   config_.name, "TIME");
-    return now_ms;
-  }
-
-  RunClaimReply claim_run(const Key& key, const RunRecord& mine, Millis keep) override {
-    const std::string lock_key = lock_keys(service_, key.str()).lock;
-    const ScriptCall call = runs::claim_call(lock_key, runs::run_key(service_, key.str()), mine, keep);
-    const Reply reply = routed(key_slot(lock_key), Clock::now() + config_.command_timeout,
-                               [&](Connection& conn, bool asking) { return call.run(conn, asking); });
-    admin::require(reply, config_.name, "recording the run");
-    if (auto claim = runs::claim_of(reply, mine)) return std::move(*claim);
-    throw BackendUnavailable(fmt::format("backend '{}': unexpected reply to the run claim", config_.name));
-  }
-
-  bool finish_run(const Key& key, std::string_view owner, std::string_view outcome) noexcept override {
-    try {
-      const std::string run_key = runs::run_key(service_, key.str());
-      const ScriptCall call = runs::finish_call(run_key, owner, outcome);
-      return runs::finished_of(routed(key_slot(run_key), Clock::now() + config_.command_timeout,
-                                      [&](Connection& conn, bool asking) { return call.run(conn, asking); }));
-    } catch (...) {
-      return false;
-    }
-  }
-
-  std::vector<RunRecord> admin_runs(std::string_view pattern) override {
-    std::vector<RunRecord> out;
-    scan_masters(admin::scan_match(service_, "run"), [&](const std::string& run_key) {
-      const auto key = admin::user_key_of(service_, run_key, "run");
-      if (!key || !glob_match(pattern, *key)) return;
-      std::optional<RunRecord> record;
-      admin::require(routed(key_slot(run_key), Clock::now() + config_.command_timeout,
-                            [&](Connection& conn, bool asking) {
-                              return runs::read_run(conn, run_key, *key, record, asking);
-                            }),
-                     config_.name, "HGETALL");
-      if (record) out.push_back(std::move(*record));
-    });
-    return out;
-  }
-
-  // Each lock is read from the node that serves its slot now.
-  std::vector<LockInfo> admin_list(std::string_view pattern) override {
-    std::vector<LockInfo> out;
-    scan_masters(admin::scan_match(service_), [&](const std::string& lock_key) {
-      const auto key = admin::user_key_of(service_, lock_key);
-      if (!key || !glob_match(pattern, *key)) return;
-      std::optional<LockInfo> info;
-      admin::require(routed(key_slot(lock_key), Clock::now() + config_.command_timeout,
-                            [&](Connection& conn, bool asking) {
-                              return admin::read_lock(conn, lock_key, *key, info, asking);
-                            }),
-                     config_.name, "HGETALL");
-      if (info) out.push_back(std::move(*info));
-    });
-    return out;
-  }
-
-  std::optional<LockInfo> admin_inspect(const Key& key) override {
-    const std::string lock_key = lock_keys(service_, key.str()).lock;
-    std::optional<LockInfo> info;
-    admin::require(routed(key_slot(lock_key), Clock::now() + config_.command_timeout,
-                          [&](Connection& conn, bool asking) {
-                            return admin::read_lock(conn, lock_key, key.str(), info, asking);
-                          }),
-                   config_.name, "HGETALL");
-    return info;
-  }
-
-  std::optional<LockInfo> admin_force_release(const Key& key, const AuditEntry& who) override {
-    const LockKeys keys = lock_keys(service_, key.str());
-    const ScriptCall call = admin::force_release_call(keys);
-    const Reply reply = routed(key_slot(keys.lock), Clock::now() + config_.command_timeout,
-                               [&](Connection& conn, bool asking) { return call.run(conn, asking); });
-    admin::require(reply, config_.name, "force release");
-    std::optional<LockInfo> removed;
-    std::int64_t now_ms = 0;
-    if (!admin::removed_of(reply, key.str(), removed, now_ms)) {
-      throw BackendUnavailable(fmt::format("backend '{}': unexpected reply to force release", config_.name));
-    }
-    if (!removed) return removed;
-    const AuditEntry entry = admin::complete_audit(who, *removed, now_ms);
-    admin::log_forced(config_.name, entry);
-    const std::string audit = admin::audit_key(service_);
-    admin::require(routed(key_slot(audit), Clock::now() + config_.command_timeout,
-                          [&](Connection& conn, bool asking) { return admin::push_audit(conn, audit, entry, asking); }),
-                   config_.name, "recording the audit entry (the lock was released)");
-    return removed;
-  }
-
-  std::vector<AuditEntry> admin_history(std::size_t limit) override {
-    std::vector<AuditEntry> out;
-    const std::string audit = admin::audit_key(service_);
-    admin::require(routed(key_slot(audit), Clock::now() + config_.command_timeout,
-                          [&](Connection& conn, bool asking) {
-                            out.clear();
-                            return admin::read_audit(conn, audit, limit, out, asking);
-                          }),
-                   config_.name, "LRANGE");
-    return out;
-  }
-
  private:
-  // SCAN with `match` on every master of the slot map; calls `each` once per key found.
-  template <typename Each>
-  void scan_masters(const std::string& match, const Each& each) {
+  Reply on_server_of(std::string_view redis_key, Clock::time_point deadline, const ServerCall& call) override {
+    return routed(redis_key.empty() ? 0 : key_slot(redis_key), deadline, call);
+  }
+
+  // SCAN on every master of the slot map.
+  std::vector<std::string> scan_all(const std::string& match) override {
     const auto deadline = Clock::now() + config_.command_timeout;
     const auto map = slot_map(deadline);
     if (!map || map->masters.empty()) {
@@ -289,7 +173,7 @@ class ClusterBackend final : public Backend {
     }
     std::sort(found.begin(), found.end());
     found.erase(std::unique(found.begin(), found.end()), found.end());
-    for (const auto& key : found) each(key);
+    return found;
   }
 
   // Runs `call` on the master of `slot`, following MOVED and ASK, and retrying TRYAGAIN,
@@ -466,8 +350,6 @@ class ClusterBackend final : public Backend {
     return *feed_;
   }
 
-  const BackendConfig config_;
-  const std::string service_;
   const std::shared_ptr<Metrics> metrics_;
 
   std::mutex map_mutex_;

@@ -9,7 +9,7 @@
 #include "redis/backend_admin.hpp"
 #include "redis/keys.hpp"
 #include "redis/lock_scripts.hpp"
-#include "redis/run_records.hpp"
+#include "redis/routed_backend.hpp"
 #include "redis/subscriber.hpp"
 
 namespace dlock::internal {
@@ -24,12 +24,11 @@ bool wrong_master(const Reply& reply) {
   return error == ServerError::kReadOnly || error == ServerError::kNotReady;
 }
 
-class MasterBackend final : public Backend {
+class MasterBackend final : public RoutedBackend {
  public:
   MasterBackend(BackendConfig config, std::string service, std::shared_ptr<Metrics> metrics,
                 std::unique_ptr<MasterLocator> locator)
-      : config_(std::move(config)),
-        service_(std::move(service)),
+      : RoutedBackend(std::move(config), std::move(service)),
         metrics_(std::move(metrics)),
         wait_replicas_(std::to_string(config_.wait_replicas)),
         // WAIT must answer before the socket's read timeout gives up on it.
@@ -102,122 +101,16 @@ class MasterBackend final : public Backend {
     });
   }
 
-  ReleaseOutcome release(const Key& key, std::string_view owner, Millis keep_for) noexcept override {
-    try {
-      const ScriptCall call = release_call(lock_keys(service_, key.str()), owner, keep_for);
-      return release_outcome_of(on_master(Clock::now() + config_.command_timeout,
-                                          [&](Connection& conn) { return call.run(conn); }));
-    } catch (...) {
-      return ReleaseOutcome::kUnavailable;
-    }
-  }
-
   std::unique_ptr<ReleaseWatch> watch(const Key& key) override {
     return feed().watch(lock_keys(service_, key.str()).channel);
   }
 
-  const BackendConfig& config() const override { return config_; }
-
-  std::int64_t server_time_ms() override {
-    std::int64_t now_ms = 0;
-    admin::require(on_master(Clock::now() + config_.command_timeout,
-                             [&](Connection& conn) { return runs::read_time_ms(conn, now_ms); }),
-                   config_.name, "TIME");
-    return now_ms;
-  }
-
-  RunClaimReply claim_run(const Key& key, const RunRecord& mine, Millis keep) override {
-    const ScriptCall call = runs::claim_call(lock_keys(service_, key.str()).lock, runs::run_key(service_, key.str()),
-                                             mine, keep);
-    const Reply reply = on_master(Clock::now() + config_.command_timeout,
-                                  [&](Connection& conn) { return call.run(conn); });
-    admin::require(reply, config_.name, "recording the run");
-    if (auto claim = runs::claim_of(reply, mine)) return std::move(*claim);
-    throw BackendUnavailable(fmt::format("backend '{}': unexpected reply to the run claim", config_.name));
-  }
-
-  bool finish_run(const Key& key, std::string_view owner, std::string_view outcome) noexcept override {
-    try {
-      const ScriptCall call = runs::finish_call(runs::run_key(service_, key.str()), owner, outcome);
-      return runs::finished_of(on_master(Clock::now() + config_.command_timeout,
-                                         [&](Connection& conn) { return call.run(conn); }));
-    } catch (...) {
-      return false;
-    }
-  }
-
-  std::vector<RunRecord> admin_runs(std::string_view pattern) override {
-    std::vector<RunRecord> out;
-    for (const auto& run_key : scan(admin::scan_match(service_, "run"))) {
-      const auto key = admin::user_key_of(service_, run_key, "run");
-      if (!key || !glob_match(pattern, *key)) continue;
-      std::optional<RunRecord> record;
-      admin::require(on_master(Clock::now() + config_.command_timeout,
-                               [&](Connection& conn) { return runs::read_run(conn, run_key, *key, record); }),
-                     config_.name, "HGETALL");
-      if (record) out.push_back(std::move(*record));
-    }
-    return out;
-  }
-
-  std::vector<LockInfo> admin_list(std::string_view pattern) override {
-    std::vector<LockInfo> out;
-    for (const auto& lock_key : scan(admin::scan_match(service_))) {
-      const auto key = admin::user_key_of(service_, lock_key);
-      if (!key || !glob_match(pattern, *key)) continue;
-      std::optional<LockInfo> info;
-      admin::require(on_master(Clock::now() + config_.command_timeout,
-                               [&](Connection& conn) { return admin::read_lock(conn, lock_key, *key, info); }),
-                     config_.name, "HGETALL");
-      if (info) out.push_back(std::move(*info));
-    }
-    return out;
-  }
-
-  std::optional<LockInfo> admin_inspect(const Key& key) override {
-    const std::string lock_key = lock_keys(service_, key.str()).lock;
-    std::optional<LockInfo> info;
-    admin::require(on_master(Clock::now() + config_.command_timeout,
-                             [&](Connection& conn) { return admin::read_lock(conn, lock_key, key.str(), info); }),
-                   config_.name, "HGETALL");
-    return info;
-  }
-
-  std::optional<LockInfo> admin_force_release(const Key& key, const AuditEntry& who) override {
-    const ScriptCall call = admin::force_release_call(lock_keys(service_, key.str()));
-    const Reply reply = on_master(Clock::now() + config_.command_timeout,
-                                  [&](Connection& conn) { return call.run(conn); });
-    admin::require(reply, config_.name, "force release");
-    std::optional<LockInfo> removed;
-    std::int64_t now_ms = 0;
-    if (!admin::removed_of(reply, key.str(), removed, now_ms)) {
-      throw BackendUnavailable(fmt::format("backend '{}': unexpected reply to force release", config_.name));
-    }
-    if (!removed) return removed;
-    const AuditEntry entry = admin::complete_audit(who, *removed, now_ms);
-    admin::log_forced(config_.name, entry);
-    const std::string audit = admin::audit_key(service_);
-    admin::require(on_master(Clock::now() + config_.command_timeout,
-                             [&](Connection& conn) { return admin::push_audit(conn, audit, entry); }),
-                   config_.name, "recording the audit entry (the lock was released)");
-    return removed;
-  }
-
-  std::vector<AuditEntry> admin_history(std::size_t limit) override {
-    std::vector<AuditEntry> out;
-    const std::string audit = admin::audit_key(service_);
-    admin::require(on_master(Clock::now() + config_.command_timeout,
-                             [&](Connection& conn) {
-                               out.clear();
-                               return admin::read_audit(conn, audit, limit, out);
-                             }),
-                   config_.name, "LRANGE");
-    return out;
-  }
-
  private:
-  // Every key matching `match` on the master, sorted, each once.
-  std::vector<std::string> scan(const std::string& match) {
+  Reply on_server_of(std::string_view, Clock::time_point deadline, const ServerCall& call) override {
+    return on_master(deadline, [&](Connection& conn) { return call(conn, false); });
+  }
+
+  std::vector<std::string> scan_all(const std::string& match) override {
     std::vector<std::string> found;
     admin::require(on_master(Clock::now() + config_.command_timeout,
                              [&](Connection& conn) { return admin::scan_keys_sorted(conn, match, found); }),
@@ -265,8 +158,6 @@ class MasterBackend final : public Backend {
     return *feed_;
   }
 
-  const BackendConfig config_;
-  const std::string service_;
   const std::shared_ptr<Metrics> metrics_;
   const std::string wait_replicas_;
   const std::string wait_timeout_;

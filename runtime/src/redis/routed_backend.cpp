@@ -1,0 +1,116 @@
+#include "redis/routed_backend.hpp"
+
+#include <fmt/format.h>
+
+#include "redis/backend_admin.hpp"
+#include "redis/keys.hpp"
+#include "redis/lock_scripts.hpp"
+#include "redis/run_records.hpp"
+
+namespace dlock::internal {
+
+ReleaseOutcome RoutedBackend::release(const Key& key, std::string_view owner, Millis keep_for) noexcept {
+  try {
+    const LockKeys keys = lock_keys(service_, key.str());
+    const ScriptCall call = release_call(keys, owner, keep_for);
+    return release_outcome_of(
+        on_server_of(keys.lock, [&](Connection& conn, bool asking) { return call.run(conn, asking); }));
+  } catch (...) {
+    return ReleaseOutcome::kUnavailable;
+  }
+}
+
+std::int64_t RoutedBackend::server_time_ms() {
+  std::int64_t now_ms = 0;
+  admin::require(on_server_of({}, [&](Connection& conn, bool asking) { return runs::read_time_ms(conn, now_ms, asking); }),
+                 config_.name, "TIME");
+  return now_ms;
+}
+
+RunClaimReply RoutedBackend::claim_run(const Key& key, const RunRecord& mine, Millis keep) {
+  const std::string lock_key = lock_keys(service_, key.str()).lock;
+  const ScriptCall call = runs::claim_call(lock_key, runs::run_key(service_, key.str()), mine, keep);
+  const Reply reply = on_server_of(lock_key, [&](Connection& conn, bool asking) { return call.run(conn, asking); });
+  admin::require(reply, config_.name, "recording the run");
+  if (auto claim = runs::claim_of(reply, mine)) return std::move(*claim);
+  throw BackendUnavailable(fmt::format("backend '{}': unexpected reply to the run claim", config_.name));
+}
+
+bool RoutedBackend::finish_run(const Key& key, std::string_view owner, std::string_view outcome) noexcept {
+  try {
+    const std::string run_key = runs::run_key(service_, key.str());
+    const ScriptCall call = runs::finish_call(run_key, owner, outcome);
+    return runs::finished_of(on_server_of(run_key, [&](Connection& conn, bool asking) { return call.run(conn, asking); }));
+  } catch (...) {
+    return false;
+  }
+}
+
+template <typename Item, typename Read>
+std::vector<Item> RoutedBackend::read_matching(std::string_view pattern, std::string_view kind, const Read& read) {
+  std::vector<Item> out;
+  for (const auto& redis_key : scan_all(admin::scan_match(service_, kind))) {
+    const auto key = admin::user_key_of(service_, redis_key, kind);
+    if (!key || !glob_match(pattern, *key)) continue;
+    std::optional<Item> item;
+    admin::require(on_server_of(redis_key,
+                                [&](Connection& conn, bool asking) { return read(conn, redis_key, *key, item, asking); }),
+                   config_.name, "HGETALL");
+    if (item) out.push_back(std::move(*item));
+  }
+  return out;
+}
+
+std::vector<RunRecord> RoutedBackend::admin_runs(std::string_view pattern) {
+  return read_matching<RunRecord>(pattern, "run", runs::read_run);
+}
+
+// Each lock is read from the server that holds it now.
+std::vector<LockInfo> RoutedBackend::admin_list(std::string_view pattern) {
+  return read_matching<LockInfo>(pattern, "lock", admin::read_lock);
+}
+
+std::optional<LockInfo> RoutedBackend::admin_inspect(const Key& key) {
+  const std::string lock_key = lock_keys(service_, key.str()).lock;
+  std::optional<LockInfo> info;
+  admin::require(on_server_of(lock_key,
+                              [&](Connection& conn, bool asking) {
+                                return admin::read_lock(conn, lock_key, key.str(), info, asking);
+                              }),
+                 config_.name, "HGETALL");
+  return info;
+}
+
+std::optional<LockInfo> RoutedBackend::admin_force_release(const Key& key, const AuditEntry& who) {
+  const LockKeys keys = lock_keys(service_, key.str());
+  const ScriptCall call = admin::force_release_call(keys);
+  const Reply reply = on_server_of(keys.lock, [&](Connection& conn, bool asking) { return call.run(conn, asking); });
+  admin::require(reply, config_.name, "force release");
+  std::optional<LockInfo> removed;
+  std::int64_t now_ms = 0;
+  if (!admin::removed_of(reply, key.str(), removed, now_ms)) {
+    throw BackendUnavailable(fmt::format("backend '{}': unexpected reply to force release", config_.name));
+  }
+  if (!removed) return removed;
+  const AuditEntry entry = admin::complete_audit(who, *removed, now_ms);
+  admin::log_forced(config_.name, entry);
+  const std::string audit = admin::audit_key(service_);
+  admin::require(
+      on_server_of(audit, [&](Connection& conn, bool asking) { return admin::push_audit(conn, audit, entry, asking); }),
+      config_.name, "recording the audit entry (the lock was released)");
+  return removed;
+}
+
+std::vector<AuditEntry> RoutedBackend::admin_history(std::size_t limit) {
+  std::vector<AuditEntry> out;
+  const std::string audit = admin::audit_key(service_);
+  admin::require(on_server_of(audit,
+                              [&](Connection& conn, bool asking) {
+                                out.clear();
+                                return admin::read_audit(conn, audit, limit, out, asking);
+                              }),
+                 config_.name, "LRANGE");
+  return out;
+}
+
+}  // namespace dlock::internal

@@ -1,0 +1,59 @@
+// What single, sentinel and cluster share: every lock lives on exactly one server, so every
+// operation but acquire and renew is "run this on the server of that key". A topology says
+// how to reach that server (the master, or the master of a cluster slot, following
+// redirects) and how to scan all of its servers; this class does the rest.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend.hpp"
+#include "redis/connection.hpp"
+
+namespace dlock::internal {
+
+class RoutedBackend : public Backend {
+ public:
+  ReleaseOutcome release(const Key& key, std::string_view owner, Millis keep_for) noexcept override;
+  [[nodiscard]] const BackendConfig& config() const override { return config_; }
+
+  std::int64_t server_time_ms() override;
+  RunClaimReply claim_run(const Key& key, const RunRecord& mine, Millis keep) override;
+  bool finish_run(const Key& key, std::string_view owner, std::string_view outcome) noexcept override;
+  std::vector<RunRecord> admin_runs(std::string_view pattern) override;
+
+  std::vector<LockInfo> admin_list(std::string_view pattern) override;
+  std::optional<LockInfo> admin_inspect(const Key& key) override;
+  std::optional<LockInfo> admin_force_release(const Key& key, const AuditEntry& who) override;
+  std::vector<AuditEntry> admin_history(std::size_t limit) override;
+
+ protected:
+  RoutedBackend(BackendConfig config, std::string service)
+      : config_(std::move(config)), service_(std::move(service)) {}
+
+  /// A call on one server; `asking` is true when it must be preceded by ASKING (cluster).
+  using ServerCall = std::function<Reply(Connection& conn, bool asking)>;
+
+  /// Runs `call` on the server that holds `redis_key` (any server for an empty key) until
+  /// `deadline`, following the topology's moves. Every call made through it is idempotent.
+  virtual Reply on_server_of(std::string_view redis_key, Clock::time_point deadline, const ServerCall& call) = 0;
+  /// Every key matching the SCAN pattern `match` on every server, sorted, each once.
+  /// Throws BackendUnavailable.
+  virtual std::vector<std::string> scan_all(const std::string& match) = 0;
+
+  const BackendConfig config_;
+  const std::string service_;
+
+ private:
+  Reply on_server_of(std::string_view redis_key, const ServerCall& call) {
+    return on_server_of(redis_key, Clock::now() + config_.command_timeout, call);
+  }
+  /// Reads `read(conn, redis_key, user_key, asking)` for every key of `kind` matching the
+  /// user-key glob `pattern`.
+  template <typename Item, typename Read>
+  std::vector<Item> read_matching(std::string_view pattern, std::string_view kind, const Read& read);
+};
+
+}  // namespace dlock::internal
