@@ -4,12 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "dlock/dlock.hpp"
 #include "redis_process.hpp"
+#include "yaml_file.hpp"
 
 namespace dlock::test {
 
@@ -43,27 +42,12 @@ inline LockSettings settings(Millis lease, Millis wait = 0ms) {
   return s;
 }
 
-/// A YAML file for worker processes, removed with the object.
-class ConfigFile {
+/// The configuration of a single redis-server as a YAML file for worker processes.
+class ConfigFile : public YamlFile {
  public:
   ConfigFile(const RedisServer& server, const std::string& service)
-      : path_(std::filesystem::temp_directory_path() /
-              ("dlock-test-" + std::to_string(::getpid()) + "-" + std::to_string(server.port()) +
-               "-" + std::to_string(counter()++) + ".yaml")) {
-    std::ofstream out(path_);
-    out << "service: \"" << service << "\"\n"
-        << "backends:\n  default:\n    topology: single\n    address: " << server.address()
-        << "\n    poll_interval: 250ms\n";
-  }
-  ~ConfigFile() { std::filesystem::remove(path_); }
-  [[nodiscard]] std::string path() const { return path_.string(); }
-
- private:
-  static int& counter() {
-    static int n = 0;
-    return n;
-  }
-  std::filesystem::path path_;
+      : YamlFile("service: \"" + service + "\"\nbackends:\n  default:\n    topology: single\n    address: " +
+                 server.address() + "\n    poll_interval: 250ms\n") {}
 };
 
 inline std::string worker_program() { return DLOCK_TEST_WORKER; }

@@ -2,10 +2,6 @@
 // groups of tests/support/redis_groups.hpp, in code and as YAML for worker processes.
 #pragma once
 
-#include <unistd.h>
-
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -38,25 +34,6 @@ inline Config sentinel_config(SentinelGroup& group, int wait_replicas) {
   b.wait_replicas = wait_replicas;
   return config;
 }
-
-/// A YAML text in a temporary file, removed with the object.
-class YamlFile {
- public:
-  explicit YamlFile(const std::string& text)
-      : path_(std::filesystem::temp_directory_path() /
-              ("dlock-ha-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++) + ".yaml")) {
-    std::ofstream(path_) << text;
-  }
-  ~YamlFile() { std::filesystem::remove(path_); }
-  [[nodiscard]] std::string path() const { return path_.string(); }
-
- private:
-  static int& counter() {
-    static int n = 0;
-    return n;
-  }
-  std::filesystem::path path_;
-};
 
 inline std::string yaml_list(const std::vector<std::string>& items) {
   std::string out = "[";

@@ -6,12 +6,8 @@
 
 #include <string>
 
-#include <unistd.h>
-
-#include <filesystem>
-#include <fstream>
-
 #include "redis_process.hpp"
+#include "yaml_file.hpp"
 
 namespace dlock::test {
 namespace {
@@ -21,14 +17,12 @@ using namespace std::chrono_literals;
 TEST(ScheduledReport, SixtySlotsRunExactlyOnceAcrossFiveSkewedInstancesWithARestart) {
   RedisServer server;
   server.start();
-  const auto config = std::filesystem::temp_directory_path() / ("dlock-scheduled-" + std::to_string(::getpid()) + ".yaml");
-  std::ofstream(config) << "service: scheduled-test\nbackends:\n  default:\n    topology: single\n    address: "
-                        << server.address() << "\n    connect_timeout: 500ms\n    command_timeout: 500ms\n";
+  const YamlFile config("service: scheduled-test\nbackends:\n  default:\n    topology: single\n    address: " +
+                        server.address() + "\n    connect_timeout: 500ms\n    command_timeout: 500ms\n");
   const CommandResult r = run_command(
       {DLOCK_SCHEDULED_REPORT, "--instances", "5", "--slots", "60", "--period-ms", "400", "--max-offset-ms", "150",
        "--max-start-delay-ms", "800", "--work-ms", "40-120"},
-      90s, ChildOptions{.env = {"DLOCK_CONFIG=" + config.string()}, .merge_stderr = true});
-  std::filesystem::remove(config);
+      90s, ChildOptions{.env = {"DLOCK_CONFIG=" + config.path()}, .merge_stderr = true});
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("slots: 60, ran exactly once: 60, duplicates: 0, missed: 0"), std::string::npos)
       << r.output;
