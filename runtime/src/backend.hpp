@@ -91,8 +91,9 @@ class Backend {
 
   /// The server's clock, ms since the Unix epoch.
   virtual std::int64_t server_time_ms() = 0;
-  /// Writes `mine` (owner, label, host, pid set; the rest filled in from the lock) as the
-  /// run record of `key`, kept for `keep`, if `owner` holds the lock and no record exists.
+  /// Writes `mine` (key, owner, token, label, host and pid set; the name comes from the
+  /// lock, the start time from the server) as the run record of `key`, kept for `keep`, if
+  /// `mine.owner` holds the lock and no record exists.
   virtual RunClaimReply claim_run(const Key& key, const RunRecord& mine, Millis keep) = 0;
   /// Sets the finish time and `outcome` of the record of `key` if it is `owner`'s.
   virtual bool finish_run(const Key& key, std::string_view owner, std::string_view outcome) noexcept = 0;
