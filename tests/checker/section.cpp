@@ -16,9 +16,9 @@ void record(const Run& run, const std::string& line) {
   [[maybe_unused]] const auto written = ::write(run.history_fd, text.data(), text.size());
 }
 
-void fenced_increment(Run& run, std::uint64_t token) {
+void fenced_increment(Run& run, std::uint64_t token, long long begin_ns) {
   const std::string t = std::to_string(token);
-  record(run, fmt::format("B {} {} {}", run.sequence, t, monotonic_ns()));
+  record(run, fmt::format("B {} {} {}", run.sequence, t, begin_ns > 0 ? begin_ns : monotonic_ns()));
   const auto read = run.resource->array(fence_call("read", t));
   const long long t_read = monotonic_ns();
   const long value = std::stol(read.at(1));
@@ -40,10 +40,14 @@ void section(const std::string& key, Run& run) {
 }
 
 void broken_section(Run& run, int lease_ms) {
+  // The hold begins before its token is drawn: the INCR is not atomic with this "grant", so a
+  // section that starts and ends between the INCR and a later timestamp would look like a
+  // token regression, which no lock produces. (dlock issues the token inside the grant.)
+  const long long begin = monotonic_ns();
   run.resource->command({"SET", kBrokenLockKey, std::to_string(::getpid()), "PX",
                          std::to_string(lease_ms)});
   const auto token = static_cast<std::uint64_t>(run.resource->integer({"INCR", kBrokenTokenKey}));
-  fenced_increment(run, token);
+  fenced_increment(run, token, begin);
   run.resource->command({"DEL", kBrokenLockKey});
 }
 

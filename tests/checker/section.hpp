@@ -32,8 +32,9 @@ struct Run {
 void record(const Run& run, const std::string& line);
 
 /// The read-modify-write under `token`, with history lines "B seq token t" before and
-/// "E seq token t_read t_write_sent t_write_done accepted|rejected t_end" after.
-void fenced_increment(Run& run, std::uint64_t token);
+/// "E seq token t_read t_write_sent t_write_done accepted|rejected t_end" after. The hold
+/// begins at `begin_ns` when given (a time before the token was issued), else now.
+void fenced_increment(Run& run, std::uint64_t token, long long begin_ns = 0);
 
 /// The woven guard: lock "<key>", then fenced_increment with the lease's token.
 void section(const std::string& key, Run& run);
