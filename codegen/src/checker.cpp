@@ -268,7 +268,7 @@ class Checker {
                           "constant expression");
     }
     if (!definition) {
-      if (function.isPure()) {
+      if (function.isPureVirtual()) {
         return refuse(site, "a pure virtual function without a body cannot be guarded; guard "
                             "the overriding functions");
       }
@@ -587,7 +587,8 @@ class Checker {
     const clang::PresumedLoc presumed = sources_.getPresumedLoc(location);
     std::string file = presumed.getFilename();
     // Without a #line of the user's own, name the file by its absolute path.
-    const clang::FileEntry* entry = sources_.getFileEntryForID(sources_.getFileID(location));
+    const clang::OptionalFileEntryRef entry =
+        sources_.getFileEntryRefForID(sources_.getFileID(location));
     if (entry && file == entry->getName()) file = absolute_path(file);
     return {file, presumed.getLine()};
   }

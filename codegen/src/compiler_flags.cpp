@@ -29,16 +29,6 @@ std::optional<std::string> value_of(const std::vector<std::string>& flags, std::
   return std::nullopt;
 }
 
-// g++ 12 accepts standard names that clang 14 spells differently.
-std::string map_standard(const std::string& flag) {
-  static const std::pair<std::string_view, std::string_view> kRenames[] = {
-      {"-std=c++23", "-std=c++2b"}, {"-std=gnu++23", "-std=gnu++2b"}};
-  for (const auto& [from, to] : kRenames) {
-    if (flag == from) return std::string(to);
-  }
-  return flag;
-}
-
 // Options that would make clang do something other than check the source, or write files.
 bool is_unwanted(unsigned id) {
   namespace o = clang::driver::options;
@@ -76,19 +66,15 @@ SearchPaths search_paths_from_flags(const std::vector<std::string>& flags) {
 std::vector<std::string> clang_flags(const std::vector<std::string>& flags,
                                      std::string_view resource_dir) {
   namespace o = clang::driver::options;
-  std::vector<std::string> mapped;
-  mapped.reserve(flags.size());
-  for (const std::string& flag : flags) mapped.push_back(map_standard(flag));
   std::vector<const char*> argv;
-  for (const std::string& flag : mapped) argv.push_back(flag.c_str());
+  for (const std::string& flag : flags) argv.push_back(flag.c_str());
 
   const llvm::opt::OptTable& table = clang::driver::getDriverOptTable();
   unsigned missing_index = 0;
   unsigned missing_count = 0;
   // The option set of the gcc-compatible driver, as clang itself parses its command line.
   const llvm::opt::InputArgList args =
-      table.ParseArgs(argv, missing_index, missing_count, /*FlagsToInclude=*/0,
-                      o::CLOption | o::NoDriverOption | o::FlangOnlyOption);
+      table.ParseArgs(argv, missing_index, missing_count, llvm::opt::Visibility(o::ClangOption));
 
   std::vector<std::string> out;
   bool has_standard = false;
@@ -106,7 +92,7 @@ std::vector<std::string> clang_flags(const std::vector<std::string>& flags,
     arg->render(args, rendered);
     for (const char* text : rendered) out.emplace_back(text);
   }
-  if (!has_standard) out.emplace_back("-std=gnu++17");  // g++ 12's default, not clang 14's
+  if (!has_standard) out.emplace_back("-std=gnu++17");  // g++ 12's default
   if (!has_resource_dir) out.push_back("-resource-dir=" + std::string(resource_dir));
   if (!has_language) {
     out.emplace_back("-x");  // whatever its extension, the source is C++

@@ -60,7 +60,7 @@ int write_outputs(const Options& options, const std::string& woven,
   return kExitOk;
 }
 
-// Parses with clang 14 and weaves. The compile command comes from a fixed compilation
+// Parses with clang and weaves. The compile command comes from a fixed compilation
 // database over the build's flags, as for any clang tool.
 WeaveOutcome weave_with_clang(const Options& options) {
   const clang::tooling::FixedCompilationDatabase database(
@@ -149,7 +149,7 @@ Arguments:
                        debugging and measurements)
   -h, --help           print this help
   -- COMPILER_FLAGS    the flags SOURCE is compiled with: -I, -isystem, -iquote, -D, -U,
-                       -std=..., -include, ... Flags clang 14 does not know (g++-only ones)
+                       -std=..., -include, ... Flags clang does not know (g++-only ones)
                        are dropped, warnings are off, and without -std the standard is
                        gnu++17, g++ 12's default. Relative paths are taken from the current
                        directory.
@@ -160,7 +160,7 @@ How it works:
   directories are not read) mention dlock::guard outside comments, WOVEN is SOURCE behind
   a '#line 1' directive, written without parsing; the depfile lists the files read.
 
-  Otherwise clang 14 parses SOURCE. Every guard is checked: its arguments (DESIGN.md §1),
+  Otherwise clang parses SOURCE. Every guard is checked: its arguments (DESIGN.md §1),
   each placeholder against the parameters and members, on_busy=skip against the return
   type (void, bool or std::optional<T>), and the function itself. Guards are refused on
   constructors, destructors, constexpr and consteval functions, coroutines, lambdas,

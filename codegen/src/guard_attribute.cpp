@@ -17,7 +17,7 @@ class GuardAttrInfo : public clang::ParsedAttrInfo {
   GuardAttrInfo() {
     static constexpr Spelling kSpellings[] = {{clang::ParsedAttr::AS_CXX11, "dlock::guard"}};
     Spellings = kSpellings;
-    // clang 14 does not parse a plugin attribute's arguments; allow any count so that it
+    // clang does not parse a plugin attribute's arguments; allow any count so that it
     // never complains about them.
     OptArgs = 15;
   }

@@ -6,7 +6,8 @@
 //   for (const WrittenGuard& guard : collector.guards()) { ... }
 //
 // Plain clang drops unknown attributes; a registered ParsedAttrInfo gets the declaration and
-// the attribute's location (clang 14 skips its arguments; attribute_lexer reads them back).
+// the attribute's location (clang skips a plugin attribute's arguments; attribute_lexer
+// reads them back).
 // Each written attribute is reported exactly once, with the declaration it is written on,
 // before any redeclaration inherits it, so the generator never loses or doubles a guard.
 #pragma once

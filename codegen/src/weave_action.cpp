@@ -43,12 +43,12 @@ class PreprocessorRecorder : public clang::PPCallbacks {
                    clang::SrcMgr::CharacteristicKind, clang::FileID) override {
     if (reason != EnterFile) return;
     const clang::FileID file = sources_.getFileID(sources_.getExpansionLoc(location));
-    if (const clang::FileEntry* entry = sources_.getFileEntryForID(file)) {
+    if (const clang::OptionalFileEntryRef entry = sources_.getFileEntryRefForID(file)) {
       std::string path = absolute_path(entry->getName().str());
       // `..` removed lexically may lead elsewhere through a symbolic link; Ninja must find
       // the file, or it would re-run the generator on every build.
-      if (!llvm::sys::fs::exists(path) && !entry->tryGetRealPathName().empty()) {
-        path = entry->tryGetRealPathName().str();
+      if (!llvm::sys::fs::exists(path) && !entry->getFileEntry().tryGetRealPathName().empty()) {
+        path = entry->getFileEntry().tryGetRealPathName().str();
       }
       if (seen_.insert(path).second) files_.push_back(std::move(path));
     }
@@ -108,7 +108,7 @@ class WeaveConsumer : public clang::ASTConsumer {
 
     const clang::SourceManager& sources = context.getSourceManager();
     const clang::FileID main = sources.getMainFileID();
-    const clang::FileEntry* entry = sources.getFileEntryForID(main);
+    const clang::OptionalFileEntryRef entry = sources.getFileEntryRefForID(main);
     if (!entry) return;
     const llvm::StringRef text = sources.getBufferData(main);
     WeaveResult result = weave_source(std::string_view(text.data(), text.size()),

@@ -27,7 +27,7 @@ struct SearchPaths {
 
 /// The flags clang is run with: the ones its driver knows (others are dropped), warnings off
 /// (only errors matter here), `-x c++`, `-resource-dir` and `-std=gnu++17` (g++ 12's default)
-/// unless given, and g++ spellings clang 14 does not know mapped (`-std=c++23` -> `c++2b`).
+/// unless given.
 [[nodiscard]] std::vector<std::string> clang_flags(const std::vector<std::string>& flags,
                                                    std::string_view resource_dir);
 
