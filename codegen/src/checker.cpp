@@ -300,14 +300,16 @@ class Checker {
       return refuse(site, "the body of '" + definition.getNameAsString() +
                               "' comes from a macro expansion and cannot be woven");
     }
-    if (sources_.getFileID(brace) != sources_.getMainFileID()) {
+    if (sources_.getFileID(brace) != sources_.getMainFileID() &&
+        sources_.isInSystemHeader(brace)) {
       const std::string header = sources_.getFilename(brace).str();
-      refuse(site, "guarded definitions must be in a woven source file; the definition in "
-                   "header '" + header + "' is not woven");
+      refuse(site, "a guarded definition in system header '" + header +
+                       "' cannot be woven; put the header's directory on -I, not -isystem "
+                       "(docs/GUARD.md, Known limits)");
       report_.note(definition.getLocation(), "the definition is here");
       return Shape::kRefused;
     }
-    return Shape::kWeave;
+    return Shape::kWeave;  // in the source, or in a project header woven as a copy
   }
 
   // Checks one placeholder; returns the C++ expression for the definition's body.
@@ -599,7 +601,14 @@ class Checker {
     const auto* body = llvm::cast<clang::CompoundStmt>(definition.getBody());
     const clang::SourceLocation brace = body->getLBracLoc();
     WeaveEdit edit;
-    if (site.file == sources_.getMainFileID()) edit.removal = syntax.removal;
+    const clang::FileID body_file = sources_.getFileID(brace);
+    // A header is woven only where it holds a body; elsewhere its guard stays, as on any
+    // header declaration (g++ ignores it with -Wattributes).
+    if (site.file == sources_.getMainFileID() || site.file == body_file) {
+      edit.removal = syntax.removal;
+      edit.removal_file = path_of(sources_, site.file);
+    }
+    edit.body_file = path_of(sources_, body_file);
     edit.body_offset = sources_.getFileOffset(brace) + 1;
     edit.brace = position(brace);
     GuardCode& code = edit.code;
@@ -622,6 +631,11 @@ class Checker {
 };
 
 }  // namespace
+
+std::string path_of(const clang::SourceManager& sources, clang::FileID file) {
+  const clang::OptionalFileEntryRef entry = sources.getFileEntryRefForID(file);
+  return entry ? absolute_path(entry->getName().str()) : std::string();
+}
 
 GuardChecker::GuardChecker(clang::ASTContext& context) : context_(context) {}
 

@@ -15,19 +15,27 @@
 #include "dlock/codegen/weaver.hpp"
 #include "guard_attribute.hpp"
 
+#include <clang/Basic/SourceLocation.h>
+
+#include <string>
+
 namespace clang {
 class ASTContext;
-}
+class SourceManager;
+}  // namespace clang
 
 namespace dlock::codegen {
 
-/// Checks guards and plans the edits of the main file.
+/// The absolute path of a file clang read; empty for one without a file (a buffer).
+[[nodiscard]] std::string path_of(const clang::SourceManager& sources, clang::FileID file);
+
+/// Checks guards and plans the edits of the source and of the headers that define guards.
 class GuardChecker {
  public:
   explicit GuardChecker(clang::ASTContext& context);
 
   /// Reports every error through the context's diagnostics; returns the edits for the guards
-  /// to weave into the main file. Meaningless once an error has been reported.
+  /// to weave, each naming its file. Meaningless once an error has been reported.
   [[nodiscard]] std::vector<WeaveEdit> check(const std::vector<WrittenGuard>& guards);
 
  private:

@@ -41,15 +41,25 @@ int usage_error(const std::string& message) {
   return kExitUsage;
 }
 
+// Woven copies of headers live next to WOVEN, one directory per source.
+std::string header_dir(const Options& options) { return options.output + ".headers"; }
+
 void remove_outputs(const Options& options) {
   remove_file(options.output);
   if (!options.depfile.empty()) remove_file(options.depfile);
+  remove_tree(header_dir(options));
 }
 
+// The headers first: WOVEN exists only when everything it includes does.
 int write_outputs(const Options& options, const std::string& woven,
-                  const std::vector<std::string>& dependencies) {
+                  const std::vector<std::string>& dependencies,
+                  const std::vector<WovenHeader>& headers = {}) {
   std::string error;
-  if (!write_file_atomically(options.output, woven, error) ||
+  bool written = true;
+  for (const WovenHeader& header : headers) {
+    written = written && write_file_atomically(header.path, header.text, error);
+  }
+  if (!written || !write_file_atomically(options.output, woven, error) ||
       (!options.depfile.empty() &&
        !write_file_atomically(options.depfile, make_depfile(options.output, dependencies),
                               error))) {
@@ -73,8 +83,9 @@ WeaveOutcome weave_with_clang(const Options& options) {
   // "Error while processing" line after clang's own diagnostics.
   llvm::IntrusiveRefCntPtr<clang::FileManager> files(
       new clang::FileManager(clang::FileSystemOptions(), llvm::vfs::getRealFileSystem()));
-  clang::tooling::ToolInvocation invocation(std::move(commands.front().CommandLine),
-                                            std::make_unique<WeaveAction>(outcome), files.get());
+  clang::tooling::ToolInvocation invocation(
+      std::move(commands.front().CommandLine),
+      std::make_unique<WeaveAction>(outcome, absolute_path(header_dir(options))), files.get());
   if (!invocation.run()) outcome.woven.reset();
   return outcome;
 }
@@ -206,7 +217,7 @@ int run(const Options& options) {
     remove_outputs(options);
     return kExitGuardErrors;
   }
-  return write_outputs(options, *outcome.woven, outcome.dependencies);
+  return write_outputs(options, *outcome.woven, outcome.dependencies, outcome.headers);
 }
 
 int run_main(int argc, const char* const* argv) {

@@ -46,6 +46,11 @@ void remove_file(const std::string& path) {
   fs::remove(path, ec);  // absent is fine; anything else shows up when writing
 }
 
+void remove_tree(const std::string& path) {
+  std::error_code ec;
+  fs::remove_all(path, ec);  // as remove_file
+}
+
 std::string absolute_path(const std::string& path) {
   std::error_code ec;
   fs::path absolute = fs::absolute(path, ec);

@@ -4,10 +4,8 @@
 #include <clang/AST/ASTContext.h>
 #include <clang/Basic/SourceManager.h>
 #include <clang/Frontend/CompilerInstance.h>
-#include <clang/Lex/MacroInfo.h>
 #include <clang/Lex/PPCallbacks.h>
 #include <clang/Lex/Preprocessor.h>
-#include <llvm/Support/FileSystem.h>
 
 #include <map>
 #include <set>
@@ -20,59 +18,12 @@
 namespace dlock::codegen {
 namespace {
 
-// Records each file the preprocessor enters, in order, once, and the blocks of the main file
-// that conditional compilation skips.
-class PreprocessorRecorder : public clang::PPCallbacks {
- public:
-  PreprocessorRecorder(const clang::SourceManager& sources, std::vector<std::string>& files,
-                       std::vector<ByteRange>& skipped, bool& dlock_macro)
-      : sources_(sources), files_(files), skipped_(skipped), dlock_macro_(dlock_macro) {}
-
-  // A macro that mentions dlock may put a guard anywhere: no function body is skipped after
-  // one is defined (see WeaveConsumer::shouldSkipFunctionBody).
-  void MacroDefined(const clang::Token&, const clang::MacroDirective* directive) override {
-    const clang::MacroInfo* macro = directive ? directive->getMacroInfo() : nullptr;
-    if (macro == nullptr) return;
-    for (const clang::Token& token : macro->tokens()) {
-      const clang::IdentifierInfo* name = token.getIdentifierInfo();
-      if (name != nullptr && name->getName() == "dlock") dlock_macro_ = true;
-    }
-  }
-
-  void FileChanged(clang::SourceLocation location, FileChangeReason reason,
-                   clang::SrcMgr::CharacteristicKind, clang::FileID) override {
-    if (reason != EnterFile) return;
-    const clang::FileID file = sources_.getFileID(sources_.getExpansionLoc(location));
-    if (const clang::OptionalFileEntryRef entry = sources_.getFileEntryRefForID(file)) {
-      std::string path = absolute_path(entry->getName().str());
-      // `..` removed lexically may lead elsewhere through a symbolic link; Ninja must find
-      // the file, or it would re-run the generator on every build.
-      if (!llvm::sys::fs::exists(path) && !entry->getFileEntry().tryGetRealPathName().empty()) {
-        path = entry->getFileEntry().tryGetRealPathName().str();
-      }
-      if (seen_.insert(path).second) files_.push_back(std::move(path));
-    }
-  }
-
-  void SourceRangeSkipped(clang::SourceRange range, clang::SourceLocation) override {
-    if (!sources_.isWrittenInMainFile(range.getBegin())) return;
-    skipped_.push_back({sources_.getFileOffset(range.getBegin()),
-                        sources_.getFileOffset(range.getEnd())});
-  }
-
- private:
-  const clang::SourceManager& sources_;
-  std::vector<std::string>& files_;
-  std::vector<ByteRange>& skipped_;
-  bool& dlock_macro_;
-  std::set<std::string> seen_;
-};
-
 class WeaveConsumer : public clang::ASTConsumer {
  public:
-  WeaveConsumer(const GuardCollector& collector, const std::vector<ByteRange>& skipped,
-                const bool& dlock_macro, WeaveOutcome& outcome)
-      : collector_(collector), skipped_(skipped), dlock_macro_(dlock_macro), outcome_(outcome) {}
+  WeaveConsumer(const GuardCollector& collector, const IncludeGraph& includes,
+                std::string header_dir, WeaveOutcome& outcome)
+      : collector_(collector), includes_(includes), header_dir_(std::move(header_dir)),
+        outcome_(outcome) {}
 
   // Most of a parse is the bodies of inline functions and templates in headers, which the
   // generator never looks at: they are skipped (the parser only matches their braces), except
@@ -80,7 +31,7 @@ class WeaveConsumer : public clang::ASTConsumer {
   // guarded definition in a header must still be reported), and after a macro mentioning
   // dlock was defined. Clang itself keeps bodies it needs: constexpr, deduced return types.
   bool shouldSkipFunctionBody(clang::Decl* decl) override {
-    if (dlock_macro_) return false;
+    if (includes_.dlock_macro()) return false;
     const clang::SourceManager& sources = decl->getASTContext().getSourceManager();
     const clang::SourceLocation where = sources.getExpansionLoc(decl->getLocation());
     if (where.isInvalid() || sources.isWrittenInMainFile(where)) return false;
@@ -102,63 +53,102 @@ class WeaveConsumer : public clang::ASTConsumer {
   void HandleTranslationUnit(clang::ASTContext& context) override {
     // Guards are checked even after a clang error, so that one run reports everything.
     std::vector<WeaveEdit> edits = GuardChecker(context).check(collector_.guards());
-    report_unseen_guards(context);
+    const clang::SourceManager& sources = context.getSourceManager();
+    const FileKey main = includes_.key_of(path_of(sources, sources.getMainFileID()));
+    if (main == nullptr) return;
+    // Each file's edits name it by its one path (a header may be spelled several ways).
+    std::set<FileKey> headers;
+    for (WeaveEdit& edit : edits) {
+      const FileKey body = includes_.key_of(edit.body_file);
+      if (body != main && body != nullptr) headers.insert(body);
+      canonical_path(edit.body_file);
+      canonical_path(edit.removal_file);
+    }
+    report_unseen_guards(context, main);
+    for (const FileKey header : headers) report_unseen_guards(context, header);
     clang::DiagnosticsEngine& diagnostics = context.getDiagnostics();
     if (diagnostics.hasErrorOccurred()) return;
 
-    const clang::SourceManager& sources = context.getSourceManager();
-    const clang::FileID main = sources.getMainFileID();
-    const clang::OptionalFileEntryRef entry = sources.getFileEntryRefForID(main);
-    if (!entry) return;
-    const llvm::StringRef text = sources.getBufferData(main);
-    WeaveResult result = weave_source(std::string_view(text.data(), text.size()),
-                                      absolute_path(entry->getName().str()), edits);
-    if (!result.error.empty()) {
-      const unsigned id = diagnostics.getCustomDiagID(clang::DiagnosticsEngine::Error,
-                                                      "cannot weave this file: %0");
-      diagnostics.Report(sources.getLocForStartOfFile(main), id) << result.error;
-      return;
+    const HeaderCopies copies =
+        includes_.plan_copies(main, headers, header_dir_);
+    for (const auto& [where, message] : copies.problems) report(diagnostics, where, message);
+    if (diagnostics.hasErrorOccurred()) return;
+
+    for (const auto& [key, path] : copies.copies) {
+      std::optional<std::string> text = weave(context, key, edits, copies, false);
+      if (!text) return;
+      outcome_.headers.push_back({path, std::move(*text)});
     }
-    outcome_.woven = std::move(result.text);
+    outcome_.woven = weave(context, main, edits, copies, true);
   }
 
  private:
-  // A guard in the main file that clang never handed over (written where C++ gives it to a
-  // type, say) would silently go unwoven: the source text is lexed once more to be sure.
-  void report_unseen_guards(clang::ASTContext& context) {
+  static void report(clang::DiagnosticsEngine& diagnostics, clang::SourceLocation where,
+                     const std::string& message) {
+    const unsigned id = diagnostics.getCustomDiagID(clang::DiagnosticsEngine::Error, "%0");
+    diagnostics.Report(where, id) << message;
+  }
+
+  void canonical_path(std::string& path) const {
+    if (const ReadFile* file = includes_.file(includes_.key_of(path))) path = file->path;
+  }
+
+  // One woven file: the source (with the runtime's includes first) or a header's copy.
+  std::optional<std::string> weave(clang::ASTContext& context, FileKey key,
+                                   const std::vector<WeaveEdit>& edits,
+                                   const HeaderCopies& copies, bool source) {
     const clang::SourceManager& sources = context.getSourceManager();
-    const clang::FileID main = sources.getMainFileID();
+    const ReadFile& file = *includes_.file(key);
+    const llvm::StringRef text = sources.getBufferData(file.first);
+    const auto rewrites = copies.rewrites.find(key);
+    WeaveResult result = weave_source(
+        std::string_view(text.data(), text.size()), file.path, edits,
+        rewrites == copies.rewrites.end() ? std::vector<TextEdit>{} : rewrites->second, source);
+    if (!result.error.empty()) {
+      report(context.getDiagnostics(), sources.getLocForStartOfFile(file.first),
+             "cannot weave this file: " + result.error);
+      return std::nullopt;
+    }
+    return std::move(result.text);
+  }
+
+  // A guard in a woven file that clang never handed over (written where C++ gives it to a
+  // type, say) would silently go unwoven: the file's text is lexed once more to be sure.
+  void report_unseen_guards(clang::ASTContext& context, FileKey key) {
+    const clang::SourceManager& sources = context.getSourceManager();
+    const ReadFile* file = includes_.file(key);
+    if (file == nullptr) return;
     std::set<std::size_t> seen;
     for (const clang::SourceLocation location : collector_.seen()) {
       const clang::SourceLocation spelling = sources.getSpellingLoc(location);
-      if (sources.getFileID(spelling) == main) seen.insert(sources.getFileOffset(spelling));
+      if (includes_.key_of(path_of(sources, sources.getFileID(spelling))) == key) {
+        seen.insert(sources.getFileOffset(spelling));
+      }
     }
-    const llvm::StringRef text = sources.getBufferData(main);
-    clang::DiagnosticsEngine& diagnostics = context.getDiagnostics();
-    const unsigned id = diagnostics.getCustomDiagID(
-        clang::DiagnosticsEngine::Error,
-        "this 'dlock::guard' does not apply to a function declaration, so it cannot be "
-        "woven; write it before the declaration or right after the function's name");
+    const llvm::StringRef text = sources.getBufferData(file->first);
     for (const GuardMention& mention : find_guard_mentions({text.data(), text.size()})) {
-      if (mention.in_directive || seen.count(mention.offset) || is_skipped(mention.offset)) {
+      if (mention.in_directive || seen.count(mention.offset) ||
+          is_skipped(*file, mention.offset)) {
         continue;
       }
-      diagnostics.Report(sources.getLocForStartOfFile(main).getLocWithOffset(
-                             static_cast<int>(mention.offset)),
-                         id);
+      report(context.getDiagnostics(),
+             sources.getLocForStartOfFile(file->first)
+                 .getLocWithOffset(static_cast<int>(mention.offset)),
+             "this 'dlock::guard' does not apply to a function declaration, so it cannot be "
+             "woven; write it before the declaration or right after the function's name");
     }
   }
 
-  bool is_skipped(std::size_t offset) const {
-    for (const ByteRange& range : skipped_) {
+  static bool is_skipped(const ReadFile& file, std::size_t offset) {
+    for (const ByteRange& range : file.skipped) {
       if (offset >= range.begin && offset < range.end) return true;
     }
     return false;
   }
 
   const GuardCollector& collector_;
-  const std::vector<ByteRange>& skipped_;
-  const bool& dlock_macro_;
+  const IncludeGraph& includes_;
+  std::string header_dir_;
   WeaveOutcome& outcome_;
   std::map<clang::FileID, bool> file_mentions_guard_;
 };
@@ -166,21 +156,22 @@ class WeaveConsumer : public clang::ASTConsumer {
 }  // namespace
 
 bool WeaveAction::BeginSourceFileAction(clang::CompilerInstance& compiler) {
-  compiler.getPreprocessor().addPPCallbacks(std::make_unique<PreprocessorRecorder>(
-      compiler.getSourceManager(), outcome_.dependencies, skipped_, dlock_macro_));
+  compiler.getPreprocessor().addPPCallbacks(
+      includes_.recorder(compiler.getSourceManager(), compiler.getLangOpts()));
   compiler.getFrontendOpts().SkipFunctionBodies = true;  // asks WeaveConsumer, body by body
   return true;
 }
 
 std::unique_ptr<clang::ASTConsumer> WeaveAction::CreateASTConsumer(clang::CompilerInstance&,
                                                                    llvm::StringRef) {
-  return std::make_unique<WeaveConsumer>(collector_, skipped_, dlock_macro_, outcome_);
+  return std::make_unique<WeaveConsumer>(collector_, includes_, header_dir_, outcome_);
 }
 
 void WeaveAction::ExecuteAction() {
   // The attribute handler reaches the collector only while the parse runs.
   ScopedGuardCollection collecting(collector_);
   clang::ASTFrontendAction::ExecuteAction();
+  outcome_.dependencies = includes_.dependencies();
 }
 
 }  // namespace dlock::codegen

@@ -2,8 +2,9 @@
 // weave, and note every file the translation unit read (for the depfile).
 //
 //   WeaveOutcome outcome;
-//   tooling::ToolInvocation(command_line, std::make_unique<WeaveAction>(outcome), files).run();
-//   if (outcome.woven) write(*outcome.woven);
+//   tooling::ToolInvocation(command_line, std::make_unique<WeaveAction>(outcome, dir), files)
+//       .run();
+//   if (outcome.woven) { write(outcome.headers); write(*outcome.woven); }
 #pragma once
 
 #include <clang/Frontend/FrontendAction.h>
@@ -14,13 +15,24 @@
 
 #include "dlock/codegen/attribute_lexer.hpp"
 #include "guard_attribute.hpp"
+#include "include_graph.hpp"
 
 namespace dlock::codegen {
+
+/// A woven copy of a project header that defines guarded functions (or includes one that
+/// does): written to `path`, and every `#include` of the original in the woven files points
+/// there instead.
+struct WovenHeader {
+  std::string path;
+  std::string text;
+};
 
 /// What a run produced.
 struct WeaveOutcome {
   /// Set only when clang and every guard check passed.
   std::optional<std::string> woven;
+  /// Copies of headers, to write before `woven`.
+  std::vector<WovenHeader> headers;
   /// Every file the translation unit read, absolute, the source first.
   std::vector<std::string> dependencies;
 };
@@ -28,7 +40,9 @@ struct WeaveOutcome {
 /// Parses one source, checks and weaves its guards.
 class WeaveAction : public clang::ASTFrontendAction {
  public:
-  explicit WeaveAction(WeaveOutcome& outcome) : outcome_(outcome) {}
+  /// Woven copies of headers go under `header_dir`.
+  WeaveAction(WeaveOutcome& outcome, std::string header_dir)
+      : outcome_(outcome), header_dir_(std::move(header_dir)) {}
 
  protected:
   bool BeginSourceFileAction(clang::CompilerInstance& compiler) override;
@@ -38,9 +52,9 @@ class WeaveAction : public clang::ASTFrontendAction {
 
  private:
   WeaveOutcome& outcome_;
+  std::string header_dir_;
   GuardCollector collector_;
-  std::vector<ByteRange> skipped_;  ///< blocks of the main file skipped by #if
-  bool dlock_macro_ = false;        ///< a macro mentioning dlock was defined
+  IncludeGraph includes_;
 };
 
 }  // namespace dlock::codegen

@@ -73,7 +73,8 @@ std::string render_guard_code(const GuardCode& code) {
 }
 
 WeaveResult weave_source(std::string_view source, std::string_view path,
-                         const std::vector<WeaveEdit>& edits) {
+                         const std::vector<WeaveEdit>& edits,
+                         const std::vector<TextEdit>& rewrites, bool prelude) {
   WeaveResult result;
   std::size_t bom = source.substr(0, kUtf8Bom.size()) == kUtf8Bom ? kUtf8Bom.size() : 0;
   const std::string file(path);
@@ -88,11 +89,19 @@ WeaveResult weave_source(std::string_view source, std::string_view path,
     }
     return true;
   };
-  for (const WeaveEdit& edit : edits) {
-    if (edit.removal && !add(edit.removal->begin, edit.removal->end - edit.removal->begin,
-                             removal_text(source, *edit.removal))) {
+  auto here = [&](const std::string& name) { return name.empty() || name == path; };
+  for (const TextEdit& rewrite : rewrites) {
+    if (!add(rewrite.range.begin, rewrite.range.end - rewrite.range.begin, rewrite.text)) {
       return result;
     }
+  }
+  for (const WeaveEdit& edit : edits) {
+    if (edit.removal && here(edit.removal_file) &&
+        !add(edit.removal->begin, edit.removal->end - edit.removal->begin,
+             removal_text(source, *edit.removal))) {
+      return result;
+    }
+    if (!here(edit.body_file)) continue;
     const std::string insertion = "\n" + line_directive(edit.code.attribute.line,
                                                         edit.code.attribute.file) +
                                   "\n" + render_guard_code(edit.code) + "\n" +
@@ -105,7 +114,7 @@ WeaveResult weave_source(std::string_view source, std::string_view path,
     result.error = llvm::toString(woven.takeError());
     return result;
   }
-  result.text = std::string(kPrelude) + line_directive(1, path) + "\n" + *woven;
+  result.text = std::string(prelude ? kPrelude : "") + line_directive(1, path) + "\n" + *woven;
   return result;
 }
 

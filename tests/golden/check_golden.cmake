@@ -17,6 +17,16 @@ if(NOT status STREQUAL "0")
 endif()
 
 file(READ "${OUTPUT}" actual)
+# Woven copies of headers follow the source, each under a line naming it; their directory,
+# OUTPUT.headers/<hash of the original path>, reads as @HEADERS@.
+file(GLOB_RECURSE copies LIST_DIRECTORIES false "${OUTPUT}.headers/*")
+list(SORT copies)
+foreach(copy IN LISTS copies)
+  file(READ "${copy}" copy_text)
+  string(APPEND actual "// ---- woven copy ${copy} ----\n${copy_text}")
+endforeach()
+string(REPLACE "${OUTPUT}.headers/" "@HEADERS@/" actual "${actual}")
+string(REGEX REPLACE "@HEADERS@/[0-9a-f]+/" "@HEADERS@/" actual "${actual}")
 string(REPLACE "${GOLDEN_DIR}" "@GOLDEN_DIR@" actual "${actual}")
 
 if("$ENV{DLOCK_UPDATE_GOLDEN}" STREQUAL "1")

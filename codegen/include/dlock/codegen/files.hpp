@@ -18,6 +18,9 @@ namespace dlock::codegen {
 /// Removes `path` if it exists; an absent file is not an error.
 void remove_file(const std::string& path);
 
+/// Removes the directory `path` and everything in it, if it exists.
+void remove_tree(const std::string& path);
+
 /// `path` made absolute against the current directory, with `.` and `..` removed; symbolic
 /// links are kept, so the path still reads as the user wrote it.
 [[nodiscard]] std::string absolute_path(const std::string& path);

@@ -51,12 +51,22 @@ struct GuardCode {
   LinePosition attribute;  ///< where the attribute is written
 };
 
-/// One guarded function in the file being woven.
+/// One guarded function. Its body may be in the source or in a header (woven as a copy);
+/// the attribute is removed only from the file it is written in, and only when that file
+/// is woven anyway (the source, or the header that holds the body).
 struct WeaveEdit {
-  std::optional<ByteRange> removal;  ///< the attribute, when it is in this file
+  std::optional<ByteRange> removal;  ///< the attribute, when it is removed
+  std::string removal_file;          ///< absolute path of the attribute's file; empty: any
   std::size_t body_offset = 0;       ///< just after the `{` of the body
+  std::string body_file;             ///< absolute path of the body's file; empty: any
   LinePosition brace;                ///< where that `{` is
   GuardCode code;
+};
+
+/// Bytes of a file replaced by other text (an `#include`'s file name pointed elsewhere).
+struct TextEdit {
+  ByteRange range;
+  std::string text;
 };
 
 /// The woven text, or why the edits could not be applied.
@@ -71,9 +81,13 @@ struct WeaveResult {
 /// The guard code for one body, on one line, without a newline.
 [[nodiscard]] std::string render_guard_code(const GuardCode& code);
 
-/// The woven file. `path` is the absolute original path for `#line 1`.
+/// The woven file. `path` is the absolute original path for `#line 1`; of `edits`, only the
+/// parts whose file is `path` (or empty) apply. `prelude` puts the runtime's includes first
+/// (for a source; a woven header relies on its source's).
 [[nodiscard]] WeaveResult weave_source(std::string_view source, std::string_view path,
-                                       const std::vector<WeaveEdit>& edits);
+                                       const std::vector<WeaveEdit>& edits,
+                                       const std::vector<TextEdit>& rewrites = {},
+                                       bool prelude = true);
 
 /// The output for a source without guards: `#line 1 "path"` and the original text.
 [[nodiscard]] std::string passthrough_source(std::string_view source, std::string_view path);

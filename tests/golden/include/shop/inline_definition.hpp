@@ -1,5 +1,5 @@
 // The definition of a function guarded in another header, inline in a header that does not
-// mention dlock::guard: the generator must still see its body and refuse it.
+// mention dlock::guard: its copy is woven; the guard stays on the declaration.
 #pragma once
 
 #include "guarded_declaration.hpp"

@@ -1,4 +1,0 @@
-// A guard on a declaration; guarded_inline_definition.hpp defines the function inline.
-#pragma once
-
-[[dlock::guard("inline")]] void refresh_everything();

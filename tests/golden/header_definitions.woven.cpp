@@ -1,0 +1,91 @@
+#include <dlock/guard.hpp>
+#include <fmt/format.h>
+#line 1 "@GOLDEN_DIR@/header_definitions.cpp"
+// Uses guarded functions defined in headers: this file has no guard of its own, yet the
+// headers' definitions are compiled here, so the includes point at woven copies.
+#include "@HEADERS@/inline_definition.hpp"
+#include "@HEADERS@/stock.hpp"
+
+int use_stock() {
+  shop::Stock stock;
+  shop::Shelf<int> shelf;
+  shop::audit(3);
+  refresh_everything();
+  return stock.reserve(42, 1) + shop::cached<int>("k").value_or(0) + shelf.take();
+}
+// ---- woven copy @HEADERS@/stock.hpp ----
+#line 1 "@GOLDEN_DIR@/include/shop/stock.hpp"
+// Guards on definitions in a header: woven in a copy of this header for each source that
+// includes it, with #line pointing back here.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace shop {
+
+class Stock {
+ public:
+  // A member defined in its class body.
+   int reserve(long sku, int quantity) {
+#line 13 "@GOLDEN_DIR@/include/shop/stock.hpp"
+static const ::dlock::GuardSite dlock_guard_site_{"shop::Stock::reserve", "", ::dlock::LockOverrides{::dlock::Millis{10000}, {}, {}, {}, {}, {}}, false, __FILE__, 13}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("sku:{}", (sku)));
+#line 13 "@GOLDEN_DIR@/include/shop/stock.hpp"
+
+    return quantity + static_cast<int>(sku % 7);
+  }
+
+ private:
+  int on_hand_ = 0;
+};
+
+// A function template.
+template <typename T>
+
+std::optional<T> cached(const std::string& key) {
+#line 23 "@GOLDEN_DIR@/include/shop/stock.hpp"
+static const ::dlock::GuardSite dlock_guard_site_{"shop::cached", "", ::dlock::LockOverrides{{}, {}, ::dlock::OnBusy::kSkip, {}, {}, {}}, true, __FILE__, 23}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("cache:{}", (key))); if (!dlock_guard_.entered()) return ::std::nullopt;
+#line 24 "@GOLDEN_DIR@/include/shop/stock.hpp"
+
+  return T{};
+}
+
+// A member of a class template.
+template <typename T>
+class Shelf {
+ public:
+   T take() {
+#line 32 "@GOLDEN_DIR@/include/shop/stock.hpp"
+static const ::dlock::GuardSite dlock_guard_site_{"shop::Shelf::take", "", ::dlock::LockOverrides{{}, {}, {}, {}, {}, {}}, false, __FILE__, 32}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("shelf:{}", (this->id_)));
+#line 32 "@GOLDEN_DIR@/include/shop/stock.hpp"
+ return item_; }
+
+ private:
+  long id_ = 0;
+  T item_{};
+};
+
+// An inline free function.
+
+inline void audit(int day) {
+#line 40 "@GOLDEN_DIR@/include/shop/stock.hpp"
+static const ::dlock::GuardSite dlock_guard_site_{"shop::audit", "", ::dlock::LockOverrides{{}, ::dlock::Millis{0}, {}, {}, {}, {}}, true, __FILE__, 40}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("audit:{}", (day))); if (!dlock_guard_.entered()) return;
+#line 41 "@GOLDEN_DIR@/include/shop/stock.hpp"
+
+  (void)day;
+}
+
+}  // namespace shop
+// ---- woven copy @HEADERS@/inline_definition.hpp ----
+#line 1 "@GOLDEN_DIR@/include/shop/inline_definition.hpp"
+// The definition of a function guarded in another header, inline in a header that does not
+// mention dlock::guard: its copy is woven; the guard stays on the declaration.
+#pragma once
+
+#include "@GOLDEN_DIR@/include/shop/guarded_declaration.hpp"
+
+inline void refresh_everything() {
+#line 4 "@GOLDEN_DIR@/include/shop/guarded_declaration.hpp"
+static const ::dlock::GuardSite dlock_guard_site_{"refresh_everything", "", ::dlock::LockOverrides{{}, {}, {}, {}, {}, {}}, true, __FILE__, 4}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("inline")); if (!dlock_guard_.entered()) return;
+#line 7 "@GOLDEN_DIR@/include/shop/inline_definition.hpp"
+}
