@@ -12,6 +12,14 @@
 # changes. A source with no guard in it or its project headers is copied through with a
 # #line directive, without a parse. Call dlock_weave() after the target's sources,
 # include directories and definitions are set.
+#
+# Headers that define guarded functions (inline, in a class body, templates) are woven as
+# copies next to each woven source. A target that is not woven would compile such a header
+# without its guards, so once dlock_weave() is used, every other target of the project gets a
+# check at build time (dlock-codegen --unwoven-target, a token scan of its sources and their
+# project headers): one that includes such a header, or has a guard itself, fails the build
+# with an error naming the target and the header. Targets inside dlock's own tree and
+# targets with the property DLOCK_SKIP_WEAVE_CHECK set are not checked.
 function(dlock_weave target)
   if(NOT TARGET ${target})
     message(FATAL_ERROR "dlock_weave: no target named '${target}'")
@@ -125,5 +133,75 @@ function(dlock_weave target)
     list(APPEND woven_sources "${woven}")
   endforeach()
   set_property(TARGET ${target} PROPERTY SOURCES ${woven_sources})
+  set_property(TARGET ${target} PROPERTY DLOCK_WOVEN TRUE)
   target_link_libraries(${target} PRIVATE dlock::runtime)
+  get_property(check_planned GLOBAL PROPERTY DLOCK_UNWOVEN_CHECK_PLANNED)
+  if(NOT check_planned)
+    set_property(GLOBAL PROPERTY DLOCK_UNWOVEN_CHECK_PLANNED TRUE)
+    cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL _dlock_check_unwoven_targets)
+  endif()
+endfunction()
+
+function(_dlock_targets_in dir out)
+  get_property(targets DIRECTORY "${dir}" PROPERTY BUILDSYSTEM_TARGETS)
+  get_property(subdirs DIRECTORY "${dir}" PROPERTY SUBDIRECTORIES)
+  foreach(subdir IN LISTS subdirs)
+    _dlock_targets_in("${subdir}" more)
+    list(APPEND targets ${more})
+  endforeach()
+  set(${out} ${targets} PARENT_SCOPE)
+endfunction()
+
+# Run at the end of the top-level CMakeLists.txt, once dlock_weave() was called somewhere.
+function(_dlock_check_unwoven_targets)
+  get_property(own_dir GLOBAL PROPERTY DLOCK_OWN_SOURCE_DIR)
+  _dlock_targets_in("${CMAKE_SOURCE_DIR}" targets)
+  foreach(target IN LISTS targets)
+    get_target_property(type ${target} TYPE)
+    get_target_property(woven ${target} DLOCK_WOVEN)
+    get_target_property(skip ${target} DLOCK_SKIP_WEAVE_CHECK)
+    get_target_property(source_dir ${target} SOURCE_DIR)
+    if(woven OR skip OR NOT type MATCHES "^(EXECUTABLE|STATIC_LIBRARY|SHARED_LIBRARY|MODULE_LIBRARY|OBJECT_LIBRARY)$")
+      continue()
+    endif()
+    if(own_dir)
+      file(RELATIVE_PATH inside "${own_dir}" "${source_dir}")
+      if(NOT inside MATCHES "^\\.\\./")
+        continue()
+      endif()
+    endif()
+    get_target_property(sources ${target} SOURCES)
+    set(checked "")
+    foreach(source IN LISTS sources)
+      if(source MATCHES "\\$<" OR NOT source MATCHES "\\.(cpp|cc|cxx|c\\+\\+|CPP|CC|CXX)$")
+        continue()
+      endif()
+      get_filename_component(absolute "${source}" ABSOLUTE BASE_DIR "${source_dir}")
+      if(EXISTS "${absolute}")
+        list(APPEND checked "${absolute}")
+      endif()
+    endforeach()
+    if(NOT checked)
+      continue()
+    endif()
+    # What the scan needs: where includes are found, and the definitions (quoted one by one
+    # below: the lists must not split at the ';' of the generator expressions).
+    set(includes "$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>")
+    set(defines "$<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>")
+    set(stamp "${CMAKE_BINARY_DIR}/dlock_woven/unwoven-check/${target}.stamp")
+    add_custom_command(
+      OUTPUT "${stamp}"
+      COMMAND dlock::codegen --unwoven-target ${target} ${checked} -o "${stamp}"
+              --depfile "${stamp}.d" --
+              "$<$<BOOL:${includes}>:-I$<JOIN:${includes},;-I>>"
+              "$<$<BOOL:${defines}>:-D$<JOIN:${defines},;-D>>"
+              "$<TARGET_PROPERTY:${target},COMPILE_OPTIONS>"
+      DEPENDS ${checked} dlock::codegen
+      DEPFILE "${stamp}.d"
+      COMMENT "Checking that ${target} compiles no dlock guard unwoven"
+      COMMAND_EXPAND_LISTS
+      VERBATIM)
+    add_custom_target(${target}_dlock_unwoven_check DEPENDS "${stamp}")
+    add_dependencies(${target} ${target}_dlock_unwoven_check)
+  endforeach()
 endfunction()

@@ -18,7 +18,9 @@ namespace dlock::codegen {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: dlock-codegen SOURCE -o WOVEN [--depfile DEPFILE] [--full-parse] -- COMPILER_FLAGS...";
+    "usage: dlock-codegen SOURCE -o WOVEN [--depfile DEPFILE] [--full-parse] -- COMPILER_FLAGS...\n"
+    "       dlock-codegen --unwoven-target NAME SOURCE... -o STAMP [--depfile DEPFILE] -- "
+    "COMPILER_FLAGS...";
 
 // `--name=value` or `--name value`; advances `i` past a separate value.
 std::optional<std::string> option_value(const std::vector<std::string>& args, std::size_t& i,
@@ -117,6 +119,8 @@ CommandLine parse_command_line(const std::vector<std::string>& args) {
       options.output = *output;
     } else if (auto depfile = option_value(args, i, "--depfile", error)) {
       options.depfile = *depfile;
+    } else if (auto target = option_value(args, i, "--unwoven-target", error)) {
+      options.unwoven_target = *target;
     } else if (!error.empty()) {
       result.error = error;
       return result;
@@ -124,8 +128,7 @@ CommandLine parse_command_line(const std::vector<std::string>& args) {
       result.error = "unknown option '" + arg + "' (compiler flags go after '--')";
       return result;
     } else if (!options.source.empty()) {
-      result.error = "more than one source: '" + options.source + "' and '" + arg + "'";
-      return result;
+      options.more_sources.push_back(arg);
     } else {
       options.source = arg;
     }
@@ -135,6 +138,9 @@ CommandLine parse_command_line(const std::vector<std::string>& args) {
     else if (options.output.empty()) result.error = "no output given (-o WOVEN)";
     else if (options.depfile == options.output || options.output == options.source) {
       result.error = "SOURCE, WOVEN and DEPFILE must be different files";
+    } else if (!options.more_sources.empty() && options.unwoven_target.empty()) {
+      result.error = "more than one source: '" + options.source + "' and '" +
+                     options.more_sources.front() + "'";
     }
     if (!result.error.empty()) return result;
   }
@@ -158,6 +164,11 @@ Arguments:
                        when one changes)
   --full-parse         always parse with clang, even when no guard is mentioned (for
                        debugging and measurements)
+  --unwoven-target NAME
+                       instead of weaving, check the sources (any number) of a target that
+                       is not woven: none may have a guard or include a project header with
+                       a guarded definition, which would be compiled there without its lock;
+                       writes an empty stamp file as WOVEN when the check passes
   -h, --help           print this help
   -- COMPILER_FLAGS    the flags SOURCE is compiled with: -I, -isystem, -iquote, -D, -U,
                        -std=..., -include, ... Flags clang does not know (g++-only ones)
@@ -195,9 +206,45 @@ Exit status:
 )";
 }
 
+// A target that is not woven must not compile a guard: not in its sources, and not in a
+// definition in the project headers they include (an inline function or a template compiled
+// there would run without its lock). The fast path's scan decides; it errs towards "may
+// define", so a source it cannot clear is reported, and weaving the target is the way out.
+int check_unwoven(const Options& options) {
+  std::vector<std::string> sources{options.source};
+  sources.insert(sources.end(), options.more_sources.begin(), options.more_sources.end());
+  const SearchPaths paths = search_paths_from_flags(options.compiler_flags);
+  std::vector<std::string> dependencies;
+  int status = kExitOk;
+  for (const std::string& name : sources) {
+    std::string text;
+    std::string error;
+    if (!read_file(name, text, error)) {
+      llvm::errs() << "dlock-codegen: error: " << error << "\n";
+      return kExitUsage;
+    }
+    const std::string source = absolute_path(name);
+    const IncludeScan scan = scan_for_guards(source, text, paths);
+    dependencies.insert(dependencies.end(), scan.files.begin(), scan.files.end());
+    if (!scan.guard_found || scan.only_used) continue;
+    status = kExitGuardErrors;
+    for (const std::string& file : scan.guard_files) {
+      llvm::errs() << source << ": error: target '" << options.unwoven_target
+                   << "' compiles this source without weaving it, and "
+                   << (file == source ? std::string("it has dlock guards")
+                                      : "it includes '" + file + "', which has dlock guards")
+                   << " that may be defined here; they would run without their locks: "
+                   << "call dlock_weave(" << options.unwoven_target << ")\n";
+    }
+  }
+  if (status != kExitOk) return status;
+  return write_outputs(options, "", dependencies);
+}
+
 int run(const Options& options) {
   // Whatever happens next, no earlier output may pass for this run's.
   remove_outputs(options);
+  if (!options.unwoven_target.empty()) return check_unwoven(options);
   std::string text;
   std::string error;
   if (!read_file(options.source, text, error)) {

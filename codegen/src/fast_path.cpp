@@ -421,6 +421,7 @@ IncludeScan scan_for_guards(const std::string& source_path, std::string_view sou
   }
   auto follow = [&](const fs::path& file, FileScan scan) {
     result.guard_found = result.guard_found || !scan.mentions.empty();
+    if (!scan.mentions.empty()) result.guard_files.push_back(file.string());
     result.conclusive = result.conclusive && scan.conclusive;
     mentions.push_back(std::move(scan.mentions));
     for (const Include& include : scan.includes) pending.emplace_back(file.parent_path(), include);

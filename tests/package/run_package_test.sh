@@ -47,6 +47,12 @@ check_generator() {
   DLOCK_CONFIG="$work/dlock.yaml" "$dir/build/inventory" >"$dir/run.log" || { cat "$dir/run.log"; fail "$generator: the program failed"; }
   grep -q "key=stock:sku-1 token>0=1 other-client-refused=1" "$dir/run.log" ||
     { cat "$dir/run.log"; fail "$generator: the guard did not hold a real lock"; }
+  # Guards defined in shelf.hpp, woven in the copies that report.cpp and main.cpp include.
+  grep -q "restock x2: key=shelf:north token>0=1 other-client-refused=1" "$dir/run.log" ||
+    { cat "$dir/run.log"; fail "$generator: the in-class guard of shelf.hpp did not hold a real lock"; }
+  grep -q "count_bin x3: key=bin:7 token>0=1 other-client-refused=1" "$dir/run.log" &&
+    grep -q "count_bin x1: key=bin:8 token>0=1 other-client-refused=1" "$dir/run.log" ||
+    { cat "$dir/run.log"; fail "$generator: the template guard of shelf.hpp did not hold a real lock"; }
 
   cmake --build "$dir/build" -j 2 >"$dir/build2.log" 2>&1
   if grep -qE "Weaving|Building|Linking" "$dir/build2.log"; then
@@ -61,7 +67,25 @@ check_generator() {
   if grep -q "Weaving stock.cpp" "$dir/build3.log"; then
     cat "$dir/build3.log"; fail "$generator: stock.cpp does not include report.hpp but was re-woven"
   fi
-  echo "$generator: ok (3 sources woven, guard held a real lock, no-op rebuild, header touch re-wove 2 of 3)"
+
+  sleep 1
+  touch "$dir/include/shelf.hpp"
+  cmake --build "$dir/build" -j 2 >"$dir/build4.log" 2>&1
+  grep -q "Weaving report.cpp" "$dir/build4.log" && grep -q "Weaving main.cpp" "$dir/build4.log" ||
+    { cat "$dir/build4.log"; fail "$generator: touching shelf.hpp did not re-weave main.cpp and report.cpp"; }
+  if grep -q "Weaving stock.cpp" "$dir/build4.log"; then
+    cat "$dir/build4.log"; fail "$generator: stock.cpp does not include shelf.hpp but was re-woven"
+  fi
+
+  # A target that includes shelf.hpp without weaving must not build.
+  cmake -S "$dir" -B "$dir/build-tool" -G "$generator" -DCMAKE_PREFIX_PATH="$work/prefix" \
+    -DSAMPLE_UNWOVEN_TOOL=ON >"$dir/configure-tool.log" || fail "$generator: configure with tool"
+  if cmake --build "$dir/build-tool" -j 2 --target tool >"$dir/build-tool.log" 2>&1; then
+    cat "$dir/build-tool.log"; fail "$generator: an unwoven target compiled shelf.hpp's guards"
+  fi
+  grep -q "error: target 'tool' compiles this source without weaving it, and it includes '$dir/include/shelf.hpp'" \
+    "$dir/build-tool.log" || { cat "$dir/build-tool.log"; fail "$generator: the unwoven target's error does not name it and shelf.hpp"; }
+  echo "$generator: ok (3 sources woven, guards held real locks, no-op rebuild, header touches re-wove 2 of 3, unwoven target refused)"
 }
 
 check_generator "Unix Makefiles" "$work/make"

@@ -26,6 +26,11 @@ struct Options {
   std::vector<std::string> compiler_flags;
   bool full_parse = false;  ///< skip the fast path (for measurements and debugging)
   bool help = false;
+  /// `--unwoven-target NAME`: check that the sources of a target that is not woven compile
+  /// no guard (none in them, no guarded definition in their project headers); `output` is
+  /// then a stamp file written when the check passes.
+  std::string unwoven_target;
+  std::vector<std::string> more_sources;  ///< the sources after the first, for that check
 };
 
 /// Options, or the usage error.

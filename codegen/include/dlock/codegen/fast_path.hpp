@@ -37,6 +37,8 @@ struct IncludeScan {
   bool only_used = false;
   /// The source and every project header scanned: the depfile of a fast-path run.
   std::vector<std::string> files;
+  /// The scanned files that mention a guard.
+  std::vector<std::string> guard_files;
 
   /// False when the source can be copied through without a parse.
   [[nodiscard]] bool needs_parse() const { return !conclusive || (guard_found && !only_used); }

@@ -3,4 +3,5 @@
 
 namespace inventory {
 std::string report_title();
+bool restock_all();
 }
