@@ -12,9 +12,11 @@ constexpr std::string_view kPrelude =
 
 constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
 
-std::string millis_or_unset(const std::optional<Millis>& value) {
-  if (!value) return "{}";
-  return "::dlock::Millis{" + std::to_string(value->count()) + "}";
+// `site.attribute.<field> = <value>; ` for an option the attribute sets; nothing otherwise.
+std::string set_millis(std::string_view field, const std::optional<Millis>& value) {
+  if (!value) return "";
+  return "dlock_site_.attribute." + std::string(field) + " = ::dlock::Millis{" +
+         std::to_string(value->count()) + "}; ";
 }
 
 std::string skip_statement(SkipReturn skip) {
@@ -50,20 +52,27 @@ std::string line_directive(unsigned line, std::string_view file) {
   return "#line " + std::to_string(line) + " " + to_string_literal(file);
 }
 
+// Every field is set by name, in a lambda (C++17 has no designated initializers): a change
+// of the order of the fields of GuardSite or LockOverrides cannot swap options.
 std::string render_guard_code(const GuardCode& code) {
   const LockOptions& options = code.options;
-  std::string on_busy = "{}";
+  std::string text = "static const ::dlock::GuardSite dlock_guard_site_ = [] { ";
+  text += "::dlock::GuardSite dlock_site_; ";
+  text += "dlock_site_.name = " + to_string_literal(code.name) + "; ";
+  if (!code.policy.empty()) text += "dlock_site_.policy = " + to_string_literal(code.policy) + "; ";
+  text += set_millis("lease", options.lease);
+  text += set_millis("wait", options.wait);
   if (options.on_busy) {
-    on_busy = *options.on_busy == BusyAction::kSkip ? "::dlock::OnBusy::kSkip"
-                                                    : "::dlock::OnBusy::kThrow";
+    text += std::string("dlock_site_.attribute.on_busy = ") +
+            (*options.on_busy == BusyAction::kSkip ? "::dlock::OnBusy::kSkip; "
+                                                   : "::dlock::OnBusy::kThrow; ");
   }
-  std::string text = "static const ::dlock::GuardSite dlock_guard_site_{";
-  text += to_string_literal(code.name) + ", " + to_string_literal(code.policy) + ", ";
-  text += "::dlock::LockOverrides{" + millis_or_unset(options.lease) + ", " +
-          millis_or_unset(options.wait) + ", " + on_busy + ", " +
-          millis_or_unset(options.min_hold) + ", " + millis_or_unset(options.max_hold) + ", {}}, ";
-  text += code.skip == SkipReturn::kNone ? "false" : "true";
-  text += ", __FILE__, " + std::to_string(code.attribute.line) + "}; ";
+  text += set_millis("min_hold", options.min_hold);
+  text += set_millis("max_hold", options.max_hold);
+  if (code.skip != SkipReturn::kNone) text += "dlock_site_.skippable = true; ";
+  text += "dlock_site_.file = __FILE__; ";
+  text += "dlock_site_.line = " + std::to_string(code.attribute.line) + "; ";
+  text += "return dlock_site_; }(); ";
   text += "::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format(";
   text += to_string_literal(code.key_format);
   for (const std::string& argument : code.key_arguments) text += ", (" + argument + ")";

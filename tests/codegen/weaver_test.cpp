@@ -39,16 +39,18 @@ TEST(GuardCode, IsOneLineOfPublicRuntimeApi) {
   code.options.lease = 30s;
   code.options.on_busy = BusyAction::kThrow;
   EXPECT_EQ(render_guard_code(code),
-            "static const ::dlock::GuardSite dlock_guard_site_{\"shop::place_order\", \"\", "
-            "::dlock::LockOverrides{::dlock::Millis{30000}, {}, ::dlock::OnBusy::kThrow, {}, {}, "
-            "{}}, false, __FILE__, 3}; ::dlock::Guard dlock_guard_(dlock_guard_site_, "
-            "::fmt::format(\"order:{}\", (id)));");
+            "static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite "
+            "dlock_site_; dlock_site_.name = \"shop::place_order\"; "
+            "dlock_site_.attribute.lease = ::dlock::Millis{30000}; "
+            "dlock_site_.attribute.on_busy = ::dlock::OnBusy::kThrow; "
+            "dlock_site_.file = __FILE__; dlock_site_.line = 3; return dlock_site_; }(); "
+            "::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format(\"order:{}\", (id)));");
 }
 
 TEST(GuardCode, ReturnsWhatASkippedCallReturns) {
   GuardCode code = order_guard();
   code.skip = SkipReturn::kVoid;
-  EXPECT_NE(render_guard_code(code).find(", true, __FILE__"), std::string::npos);
+  EXPECT_NE(render_guard_code(code).find("dlock_site_.skippable = true; "), std::string::npos);
   EXPECT_NE(render_guard_code(code).find("if (!dlock_guard_.entered()) return;"),
             std::string::npos);
   code.skip = SkipReturn::kBool;
@@ -66,7 +68,9 @@ TEST(GuardCode, SpellsNamesPoliciesAndKeysAsLiterals) {
   code.key_format = "{{x}}\n";
   code.key_arguments = {};
   const std::string text = render_guard_code(code);
-  EXPECT_NE(text.find("{\"a\\\"b\", \"reports\", "), std::string::npos) << text;
+  EXPECT_NE(text.find("dlock_site_.name = \"a\\\"b\"; dlock_site_.policy = \"reports\"; "),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("::fmt::format(\"{{x}}\\012\"))"), std::string::npos) << text;
 }
 

@@ -9,7 +9,7 @@ namespace shop {
 
 int reserve(const Item& wanted, int quantity) {
 #line 12 "@GOLDEN_DIR@/include/shop/inventory.hpp"
-static const ::dlock::GuardSite dlock_guard_site_{"shop::reserve", "", ::dlock::LockOverrides{::dlock::Millis{10000}, {}, {}, {}, {}, {}}, false, __FILE__, 12}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("stock:{}", (wanted.sku)));
+static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite dlock_site_; dlock_site_.name = "shop::reserve"; dlock_site_.attribute.lease = ::dlock::Millis{10000}; dlock_site_.file = __FILE__; dlock_site_.line = 12; return dlock_site_; }(); ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("stock:{}", (wanted.sku)));
 #line 7 "@GOLDEN_DIR@/header_declaration.cpp"
 
   return static_cast<int>(wanted.sku.size()) + quantity;
@@ -17,7 +17,7 @@ static const ::dlock::GuardSite dlock_guard_site_{"shop::reserve", "", ::dlock::
 
 bool Inventory::restock(int warehouse) {
 #line 17 "@GOLDEN_DIR@/include/shop/inventory.hpp"
-static const ::dlock::GuardSite dlock_guard_site_{"shop::Inventory::restock", "", ::dlock::LockOverrides{{}, {}, ::dlock::OnBusy::kSkip, {}, {}, {}}, true, __FILE__, 17}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("inventory:{}", (warehouse))); if (!dlock_guard_.entered()) return false;
+static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite dlock_site_; dlock_site_.name = "shop::Inventory::restock"; dlock_site_.attribute.on_busy = ::dlock::OnBusy::kSkip; dlock_site_.skippable = true; dlock_site_.file = __FILE__; dlock_site_.line = 17; return dlock_site_; }(); ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("inventory:{}", (warehouse))); if (!dlock_guard_.entered()) return false;
 #line 11 "@GOLDEN_DIR@/header_declaration.cpp"
  return warehouse > 0; }
 

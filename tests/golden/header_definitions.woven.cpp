@@ -29,7 +29,7 @@ class Stock {
   // A member defined in its class body.
    int reserve(long sku, int quantity) {
 #line 13 "@GOLDEN_DIR@/include/shop/stock.hpp"
-static const ::dlock::GuardSite dlock_guard_site_{"shop::Stock::reserve", "", ::dlock::LockOverrides{::dlock::Millis{10000}, {}, {}, {}, {}, {}}, false, __FILE__, 13}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("sku:{}", (sku)));
+static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite dlock_site_; dlock_site_.name = "shop::Stock::reserve"; dlock_site_.attribute.lease = ::dlock::Millis{10000}; dlock_site_.file = __FILE__; dlock_site_.line = 13; return dlock_site_; }(); ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("sku:{}", (sku)));
 #line 13 "@GOLDEN_DIR@/include/shop/stock.hpp"
 
     return quantity + static_cast<int>(sku % 7);
@@ -44,7 +44,7 @@ template <typename T>
 
 std::optional<T> cached(const std::string& key) {
 #line 23 "@GOLDEN_DIR@/include/shop/stock.hpp"
-static const ::dlock::GuardSite dlock_guard_site_{"shop::cached", "", ::dlock::LockOverrides{{}, {}, ::dlock::OnBusy::kSkip, {}, {}, {}}, true, __FILE__, 23}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("cache:{}", (key))); if (!dlock_guard_.entered()) return ::std::nullopt;
+static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite dlock_site_; dlock_site_.name = "shop::cached"; dlock_site_.attribute.on_busy = ::dlock::OnBusy::kSkip; dlock_site_.skippable = true; dlock_site_.file = __FILE__; dlock_site_.line = 23; return dlock_site_; }(); ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("cache:{}", (key))); if (!dlock_guard_.entered()) return ::std::nullopt;
 #line 24 "@GOLDEN_DIR@/include/shop/stock.hpp"
 
   return T{};
@@ -56,7 +56,7 @@ class Shelf {
  public:
    T take() {
 #line 32 "@GOLDEN_DIR@/include/shop/stock.hpp"
-static const ::dlock::GuardSite dlock_guard_site_{"shop::Shelf::take", "", ::dlock::LockOverrides{{}, {}, {}, {}, {}, {}}, false, __FILE__, 32}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("shelf:{}", (this->id_)));
+static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite dlock_site_; dlock_site_.name = "shop::Shelf::take"; dlock_site_.file = __FILE__; dlock_site_.line = 32; return dlock_site_; }(); ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("shelf:{}", (this->id_)));
 #line 32 "@GOLDEN_DIR@/include/shop/stock.hpp"
  return item_; }
 
@@ -69,7 +69,7 @@ static const ::dlock::GuardSite dlock_guard_site_{"shop::Shelf::take", "", ::dlo
 
 inline void audit(int day) {
 #line 40 "@GOLDEN_DIR@/include/shop/stock.hpp"
-static const ::dlock::GuardSite dlock_guard_site_{"shop::audit", "", ::dlock::LockOverrides{{}, ::dlock::Millis{0}, {}, {}, {}, {}}, true, __FILE__, 40}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("audit:{}", (day))); if (!dlock_guard_.entered()) return;
+static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite dlock_site_; dlock_site_.name = "shop::audit"; dlock_site_.attribute.wait = ::dlock::Millis{0}; dlock_site_.skippable = true; dlock_site_.file = __FILE__; dlock_site_.line = 40; return dlock_site_; }(); ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("audit:{}", (day))); if (!dlock_guard_.entered()) return;
 #line 41 "@GOLDEN_DIR@/include/shop/stock.hpp"
 
   (void)day;
@@ -86,6 +86,6 @@ static const ::dlock::GuardSite dlock_guard_site_{"shop::audit", "", ::dlock::Lo
 
 inline void refresh_everything() {
 #line 4 "@GOLDEN_DIR@/include/shop/guarded_declaration.hpp"
-static const ::dlock::GuardSite dlock_guard_site_{"refresh_everything", "", ::dlock::LockOverrides{{}, {}, {}, {}, {}, {}}, true, __FILE__, 4}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("inline")); if (!dlock_guard_.entered()) return;
+static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite dlock_site_; dlock_site_.name = "refresh_everything"; dlock_site_.skippable = true; dlock_site_.file = __FILE__; dlock_site_.line = 4; return dlock_site_; }(); ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("inline")); if (!dlock_guard_.entered()) return;
 #line 7 "@GOLDEN_DIR@/include/shop/inline_definition.hpp"
 }

@@ -23,7 +23,7 @@ class Account {
   // A chain through `this`, and fmt's braces written literally.
    void update() {
 #line 21 "@GOLDEN_DIR@/key_templates.cpp"
-static const ::dlock::GuardSite dlock_guard_site_{"shop::Account::update", "", ::dlock::LockOverrides{{}, {}, {}, {}, {}, {}}, true, __FILE__, 21}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("account:{}:{{settings}}", (this->owner.id))); if (!dlock_guard_.entered()) return;
+static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite dlock_site_; dlock_site_.name = "shop::Account::update"; dlock_site_.skippable = true; dlock_site_.file = __FILE__; dlock_site_.line = 21; return dlock_site_; }(); ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("account:{}:{{settings}}", (this->owner.id))); if (!dlock_guard_.entered()) return;
 #line 21 "@GOLDEN_DIR@/key_templates.cpp"
 }
 
@@ -34,33 +34,33 @@ static const ::dlock::GuardSite dlock_guard_site_{"shop::Account::update", "", :
 
 void ship(const Order* order) {
 #line 27 "@GOLDEN_DIR@/key_templates.cpp"
-static const ::dlock::GuardSite dlock_guard_site_{"shop::ship", "", ::dlock::LockOverrides{{}, {}, {}, {}, {}, {}}, true, __FILE__, 27}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("customer:{}:{}", (order->customer.id), (order->referrer->id))); if (!dlock_guard_.entered()) return;
+static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite dlock_site_; dlock_site_.name = "shop::ship"; dlock_site_.skippable = true; dlock_site_.file = __FILE__; dlock_site_.line = 27; return dlock_site_; }(); ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("customer:{}:{}", (order->customer.id), (order->referrer->id))); if (!dlock_guard_.entered()) return;
 #line 28 "@GOLDEN_DIR@/key_templates.cpp"
  (void)order; }
 
  void price(const Order& order) {
 #line 30 "@GOLDEN_DIR@/key_templates.cpp"
-static const ::dlock::GuardSite dlock_guard_site_{"shop::price", "", ::dlock::LockOverrides{{}, {}, {}, {}, {}, {}}, true, __FILE__, 30}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("sku:{}", (order.sku))); if (!dlock_guard_.entered()) return;
+static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite dlock_site_; dlock_site_.name = "shop::price"; dlock_site_.skippable = true; dlock_site_.file = __FILE__; dlock_site_.line = 30; return dlock_site_; }(); ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("sku:{}", (order.sku))); if (!dlock_guard_.entered()) return;
 #line 30 "@GOLDEN_DIR@/key_templates.cpp"
  (void)order; }
 
  void archive(std::unique_ptr<Order> order) {
 #line 32 "@GOLDEN_DIR@/key_templates.cpp"
-static const ::dlock::GuardSite dlock_guard_site_{"shop::archive", "", ::dlock::LockOverrides{{}, {}, {}, {}, {}, {}}, true, __FILE__, 32}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("owned:{}", (order->sku))); if (!dlock_guard_.entered()) return;
+static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite dlock_site_; dlock_site_.name = "shop::archive"; dlock_site_.skippable = true; dlock_site_.file = __FILE__; dlock_site_.line = 32; return dlock_site_; }(); ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("owned:{}", (order->sku))); if (!dlock_guard_.entered()) return;
 #line 32 "@GOLDEN_DIR@/key_templates.cpp"
  (void)order; }
 
 // << and >> are a literal < and >; spaces inside a placeholder are allowed.
  void scan(int lo, int hi) {
 #line 35 "@GOLDEN_DIR@/key_templates.cpp"
-static const ::dlock::GuardSite dlock_guard_site_{"shop::scan", "", ::dlock::LockOverrides{{}, {}, {}, {}, {}, {}}, true, __FILE__, 35}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("range:<{}..{}>", (lo), (hi))); if (!dlock_guard_.entered()) return;
+static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite dlock_site_; dlock_site_.name = "shop::scan"; dlock_site_.skippable = true; dlock_site_.file = __FILE__; dlock_site_.line = 35; return dlock_site_; }(); ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("range:<{}..{}>", (lo), (hi))); if (!dlock_guard_.entered()) return;
 #line 35 "@GOLDEN_DIR@/key_templates.cpp"
  (void)lo; (void)hi; }
 
 // Escapes are kept as their bytes; adjacent literals concatenate.
  void quote(const std::string& name, int n) {
 #line 38 "@GOLDEN_DIR@/key_templates.cpp"
-static const ::dlock::GuardSite dlock_guard_site_{"shop::quote", "", ::dlock::LockOverrides{{}, {}, {}, {}, {}, {}}, true, __FILE__, 38}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("quote:\"{}\"\011tab:{}", (name), (n))); if (!dlock_guard_.entered()) return;
+static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite dlock_site_; dlock_site_.name = "shop::quote"; dlock_site_.skippable = true; dlock_site_.file = __FILE__; dlock_site_.line = 38; return dlock_site_; }(); ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("quote:\"{}\"\011tab:{}", (name), (n))); if (!dlock_guard_.entered()) return;
 #line 38 "@GOLDEN_DIR@/key_templates.cpp"
 
   (void)name;

@@ -15,7 +15,7 @@ class OrderBook {
  public:
   [[nodiscard]] bool place(long id) {
 #line 13 "@GOLDEN_DIR@/members.cpp"
-static const ::dlock::GuardSite dlock_guard_site_{"shop::OrderBook::place", "", ::dlock::LockOverrides{{}, {}, {}, {}, {}, {}}, true, __FILE__, 13}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("book:{}:order:{}", (this->owner.id), (id))); if (!dlock_guard_.entered()) return false;
+static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite dlock_site_; dlock_site_.name = "shop::OrderBook::place"; dlock_site_.skippable = true; dlock_site_.file = __FILE__; dlock_site_.line = 13; return dlock_site_; }(); ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("book:{}:order:{}", (this->owner.id), (id))); if (!dlock_guard_.entered()) return false;
 #line 13 "@GOLDEN_DIR@/members.cpp"
 
     return id != owner.id;
@@ -26,7 +26,7 @@ static const ::dlock::GuardSite dlock_guard_site_{"shop::OrderBook::place", "", 
 
    int count() const {
 #line 20 "@GOLDEN_DIR@/members.cpp"
-static const ::dlock::GuardSite dlock_guard_site_{"shop::OrderBook::count", "", ::dlock::LockOverrides{{}, {}, ::dlock::OnBusy::kThrow, {}, {}, {}}, false, __FILE__, 20}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("book:count"));
+static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite dlock_site_; dlock_site_.name = "shop::OrderBook::count"; dlock_site_.attribute.on_busy = ::dlock::OnBusy::kThrow; dlock_site_.file = __FILE__; dlock_site_.line = 20; return dlock_site_; }(); ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("book:count"));
 #line 20 "@GOLDEN_DIR@/members.cpp"
  return count_; }
 
@@ -35,13 +35,13 @@ static const ::dlock::GuardSite dlock_guard_site_{"shop::OrderBook::count", "", 
 
    long operator[](int i) const {
 #line 25 "@GOLDEN_DIR@/members.cpp"
-static const ::dlock::GuardSite dlock_guard_site_{"shop::OrderBook::operator[]", "", ::dlock::LockOverrides{{}, {}, {}, {}, {}, {}}, false, __FILE__, 25}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("book:index:{}", (i)));
+static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite dlock_site_; dlock_site_.name = "shop::OrderBook::operator[]"; dlock_site_.file = __FILE__; dlock_site_.line = 25; return dlock_site_; }(); ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("book:index:{}", (i)));
 #line 25 "@GOLDEN_DIR@/members.cpp"
  return owner.id + i; }
 
    static int stats(int level) {
 #line 27 "@GOLDEN_DIR@/members.cpp"
-static const ::dlock::GuardSite dlock_guard_site_{"shop::OrderBook::stats", "", ::dlock::LockOverrides{{}, {}, {}, {}, {}, {}}, false, __FILE__, 27}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("book:stats:{}", (level)));
+static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite dlock_site_; dlock_site_.name = "shop::OrderBook::stats"; dlock_site_.file = __FILE__; dlock_site_.line = 27; return dlock_site_; }(); ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("book:stats:{}", (level)));
 #line 27 "@GOLDEN_DIR@/members.cpp"
  return level; }
 
@@ -53,7 +53,7 @@ static const ::dlock::GuardSite dlock_guard_site_{"shop::OrderBook::stats", "", 
 
 void OrderBook::cancel(long id) {
 #line 18 "@GOLDEN_DIR@/members.cpp"
-static const ::dlock::GuardSite dlock_guard_site_{"shop::OrderBook::cancel", "", ::dlock::LockOverrides{{}, {}, ::dlock::OnBusy::kSkip, {}, {}, {}}, true, __FILE__, 18}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("book:{}:cancel:{}", (this->owner.id), (id))); if (!dlock_guard_.entered()) return;
+static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite dlock_site_; dlock_site_.name = "shop::OrderBook::cancel"; dlock_site_.attribute.on_busy = ::dlock::OnBusy::kSkip; dlock_site_.skippable = true; dlock_site_.file = __FILE__; dlock_site_.line = 18; return dlock_site_; }(); ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("book:{}:cancel:{}", (this->owner.id), (id))); if (!dlock_guard_.entered()) return;
 #line 35 "@GOLDEN_DIR@/members.cpp"
 
   count_ -= static_cast<int>(id);
@@ -63,7 +63,7 @@ static const ::dlock::GuardSite dlock_guard_site_{"shop::OrderBook::cancel", "",
 [[maybe_unused]] 
 void OrderBook::rebuild(const std::string& reason) {
 #line 40 "@GOLDEN_DIR@/members.cpp"
-static const ::dlock::GuardSite dlock_guard_site_{"shop::rebuild_all", "", ::dlock::LockOverrides{{}, {}, {}, {}, {}, {}}, true, __FILE__, 40}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("book:rebuild:{}", (reason))); if (!dlock_guard_.entered()) return;
+static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite dlock_site_; dlock_site_.name = "shop::rebuild_all"; dlock_site_.skippable = true; dlock_site_.file = __FILE__; dlock_site_.line = 40; return dlock_site_; }(); ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("book:rebuild:{}", (reason))); if (!dlock_guard_.entered()) return;
 #line 41 "@GOLDEN_DIR@/members.cpp"
 
   (void)reason;
@@ -75,7 +75,7 @@ struct Journal {
   // The guard first, then another attribute in the same [[...]].
   [[nodiscard]] int append(int entry) {
 #line 49 "@GOLDEN_DIR@/members.cpp"
-static const ::dlock::GuardSite dlock_guard_site_{"shop::detail::Journal::append", "", ::dlock::LockOverrides{{}, {}, {}, {}, {}, {}}, false, __FILE__, 49}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("journal:{}", (entry)));
+static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite dlock_site_; dlock_site_.name = "shop::detail::Journal::append"; dlock_site_.file = __FILE__; dlock_site_.line = 49; return dlock_site_; }(); ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("journal:{}", (entry)));
 #line 49 "@GOLDEN_DIR@/members.cpp"
  return entry; }
 };

@@ -12,7 +12,7 @@ namespace shop {
 template <typename Id>
  void touch(const Id& id) {
 #line 10 "@GOLDEN_DIR@/templates.cpp"
-static const ::dlock::GuardSite dlock_guard_site_{"shop::touch", "", ::dlock::LockOverrides{{}, {}, {}, {}, {}, {}}, true, __FILE__, 10}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("item:{}", (id))); if (!dlock_guard_.entered()) return;
+static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite dlock_site_; dlock_site_.name = "shop::touch"; dlock_site_.skippable = true; dlock_site_.file = __FILE__; dlock_site_.line = 10; return dlock_site_; }(); ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("item:{}", (id))); if (!dlock_guard_.entered()) return;
 #line 10 "@GOLDEN_DIR@/templates.cpp"
 
   (void)id;
@@ -21,7 +21,7 @@ static const ::dlock::GuardSite dlock_guard_site_{"shop::touch", "", ::dlock::Lo
 template <typename T>
  std::optional<T> maybe(int key, T value) {
 #line 15 "@GOLDEN_DIR@/templates.cpp"
-static const ::dlock::GuardSite dlock_guard_site_{"shop::maybe", "", ::dlock::LockOverrides{{}, {}, ::dlock::OnBusy::kSkip, {}, {}, {}}, true, __FILE__, 15}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("maybe:{}", (key))); if (!dlock_guard_.entered()) return ::std::nullopt;
+static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite dlock_site_; dlock_site_.name = "shop::maybe"; dlock_site_.attribute.on_busy = ::dlock::OnBusy::kSkip; dlock_site_.skippable = true; dlock_site_.file = __FILE__; dlock_site_.line = 15; return dlock_site_; }(); ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("maybe:{}", (key))); if (!dlock_guard_.entered()) return ::std::nullopt;
 #line 15 "@GOLDEN_DIR@/templates.cpp"
 
   if (key < 0) return std::nullopt;
@@ -31,7 +31,7 @@ static const ::dlock::GuardSite dlock_guard_site_{"shop::maybe", "", ::dlock::Lo
 // A deduced return type: `auto` becomes bool after the body, so skipping returns false.
  auto ready(int n) {
 #line 21 "@GOLDEN_DIR@/templates.cpp"
-static const ::dlock::GuardSite dlock_guard_site_{"shop::ready", "", ::dlock::LockOverrides{{}, {}, ::dlock::OnBusy::kSkip, {}, {}, {}}, true, __FILE__, 21}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("ready:{}", (n))); if (!dlock_guard_.entered()) return false;
+static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite dlock_site_; dlock_site_.name = "shop::ready"; dlock_site_.attribute.on_busy = ::dlock::OnBusy::kSkip; dlock_site_.skippable = true; dlock_site_.file = __FILE__; dlock_site_.line = 21; return dlock_site_; }(); ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("ready:{}", (n))); if (!dlock_guard_.entered()) return false;
 #line 21 "@GOLDEN_DIR@/templates.cpp"
 
   return n > 0;
@@ -41,7 +41,7 @@ static const ::dlock::GuardSite dlock_guard_site_{"shop::ready", "", ::dlock::Lo
 template <typename... Args>
  std::size_t emit(const std::string& topic, Args&&... args) {
 #line 27 "@GOLDEN_DIR@/templates.cpp"
-static const ::dlock::GuardSite dlock_guard_site_{"shop::emit", "", ::dlock::LockOverrides{{}, {}, {}, {}, {}, {}}, false, __FILE__, 27}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("emit:{}", (topic)));
+static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite dlock_site_; dlock_site_.name = "shop::emit"; dlock_site_.file = __FILE__; dlock_site_.line = 27; return dlock_site_; }(); ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("emit:{}", (topic)));
 #line 27 "@GOLDEN_DIR@/templates.cpp"
 
   return topic.size() + sizeof...(args);
@@ -52,7 +52,7 @@ class Cache {
  public:
    bool put(const Key& key, int value) {
 #line 34 "@GOLDEN_DIR@/templates.cpp"
-static const ::dlock::GuardSite dlock_guard_site_{"shop::Cache::put", "", ::dlock::LockOverrides{::dlock::Millis{5000}, {}, {}, {}, {}, {}}, true, __FILE__, 34}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("cache:{}", (key))); if (!dlock_guard_.entered()) return false;
+static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite dlock_site_; dlock_site_.name = "shop::Cache::put"; dlock_site_.attribute.lease = ::dlock::Millis{5000}; dlock_site_.skippable = true; dlock_site_.file = __FILE__; dlock_site_.line = 34; return dlock_site_; }(); ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("cache:{}", (key))); if (!dlock_guard_.entered()) return false;
 #line 34 "@GOLDEN_DIR@/templates.cpp"
 
     last_ = value;
@@ -64,7 +64,7 @@ static const ::dlock::GuardSite dlock_guard_site_{"shop::Cache::put", "", ::dloc
   // Members through `this` in a template are checked by the compiler of the woven file.
    int size() const {
 #line 42 "@GOLDEN_DIR@/templates.cpp"
-static const ::dlock::GuardSite dlock_guard_site_{"shop::Cache::size", "", ::dlock::LockOverrides{{}, {}, {}, {}, {}, {}}, false, __FILE__, 42}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("cache:{}", (this->name)));
+static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite dlock_site_; dlock_site_.name = "shop::Cache::size"; dlock_site_.file = __FILE__; dlock_site_.line = 42; return dlock_site_; }(); ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("cache:{}", (this->name)));
 #line 42 "@GOLDEN_DIR@/templates.cpp"
  return last_; }
 
@@ -77,7 +77,7 @@ static const ::dlock::GuardSite dlock_guard_site_{"shop::Cache::size", "", ::dlo
 template <typename Key>
 void Cache<Key>::evict(const Key& key) {
 #line 39 "@GOLDEN_DIR@/templates.cpp"
-static const ::dlock::GuardSite dlock_guard_site_{"shop::Cache::evict", "", ::dlock::LockOverrides{{}, {}, {}, {}, {}, {}}, true, __FILE__, 39}; ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("cache:{}:evict", (key))); if (!dlock_guard_.entered()) return;
+static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite dlock_site_; dlock_site_.name = "shop::Cache::evict"; dlock_site_.skippable = true; dlock_site_.file = __FILE__; dlock_site_.line = 39; return dlock_site_; }(); ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("cache:{}:evict", (key))); if (!dlock_guard_.entered()) return;
 #line 51 "@GOLDEN_DIR@/templates.cpp"
 
   (void)key;
