@@ -1,5 +1,5 @@
 // Runs the corpus against a real redis-server: every guard of every source must hold its
-// lock in its body (another client is refused it there).
+// lock in its body (another process is refused it there).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "corpus/probe.hpp"
 #include "corpus/programs.hpp"
 #include "redis_process.hpp"
 
@@ -24,6 +25,7 @@ class Environment : public ::testing::Environment {
         << "service: corpus\n"
         << "backends:\n  default: { topology: single, address: " << server.address() << " }\n"
         << "defaults: { lease: 5s, wait: 5s }\n";
+    corpus::config_path = config_path;
     dlock::init(config_path);
   }
   void TearDown() override {
