@@ -1,6 +1,7 @@
 #include "dlock/codegen/driver.hpp"
 
 #include <clang/Basic/FileManager.h>
+#include <clang/Basic/Version.h>
 #include <clang/Basic/FileSystemOptions.h>
 #include <clang/Tooling/CompilationDatabase.h>
 #include <clang/Tooling/Tooling.h>
@@ -262,6 +263,12 @@ int run(const Options& options) {
   WeaveOutcome outcome = weave_with_clang(options);
   if (!outcome.woven) {
     remove_outputs(options);
+    if (outcome.clang_errors) {
+      llvm::errs() << "dlock-codegen: note: the generator parses " << options.source
+                   << " with Clang " << CLANG_VERSION_MAJOR
+                   << "; if your compiler accepts it, the construct may be one Clang and g++ "
+                      "disagree on: see 'Clang and g++' in dlock's docs/GUARD.md\n";
+    }
     return kExitGuardErrors;
   }
   return write_outputs(options, *outcome.woven, outcome.dependencies, outcome.headers);

@@ -39,16 +39,22 @@ class GuardCollector {
     seen_.push_back(guard.name_loc);
   }
   /// A guard clang applied to something else, and has already reported.
-  void add_misplaced(clang::SourceLocation name_loc) { seen_.push_back(name_loc); }
+  void add_misplaced(clang::SourceLocation name_loc) {
+    seen_.push_back(name_loc);
+    ++misplaced_;
+  }
 
   [[nodiscard]] const std::vector<WrittenGuard>& guards() const { return guards_; }
   /// Where the `guard` of every attribute clang handed over is: the generator checks that no
   /// guard in the source escaped clang's attention.
   [[nodiscard]] const std::vector<clang::SourceLocation>& seen() const { return seen_; }
+  /// How many of the guards clang handed over were misplaced (each an error already).
+  [[nodiscard]] unsigned misplaced() const { return misplaced_; }
 
  private:
   std::vector<WrittenGuard> guards_;
   std::vector<clang::SourceLocation> seen_;
+  unsigned misplaced_ = 0;
 };
 
 /// Routes the guards clang parses on this thread to `collector` while it lives.

@@ -51,6 +51,8 @@ class WeaveConsumer : public clang::ASTConsumer {
   }
 
   void HandleTranslationUnit(clang::ASTContext& context) override {
+    outcome_.clang_errors =
+        context.getDiagnostics().getNumErrors() > collector_.misplaced();
     // Guards are checked even after a clang error, so that one run reports everything.
     std::vector<WeaveEdit> edits = GuardChecker(context).check(collector_.guards());
     const clang::SourceManager& sources = context.getSourceManager();

@@ -35,6 +35,8 @@ struct WeaveOutcome {
   std::vector<WovenHeader> headers;
   /// Every file the translation unit read, absolute, the source first.
   std::vector<std::string> dependencies;
+  /// Clang itself found errors in the source (not only the guard checks).
+  bool clang_errors = true;
 };
 
 /// Parses one source, checks and weaves its guards.

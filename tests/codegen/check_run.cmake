@@ -2,7 +2,7 @@
 # tests.
 #
 #   cmake -DCODEGEN=... -DINPUT=... -DOUTPUT=... [-DOPTIONS=...] [-DFLAGS=...]
-#         [-DEXPECT_STATUS=N] [-DSTDOUT_CONTAINS=...] [-DSTDERR_CONTAINS=...]
+#         [-DEXPECT_STATUS=N] [-DSTDOUT_CONTAINS=...] [-DSTDERR_CONTAINS=...] [-DSTDERR_LACKS=...]
 #         [-DOUTPUT_CONTAINS=...] [-DDEPFILE=... -DDEPFILE_CONTAINS=... -DDEPFILE_LACKS=...]
 #         [-DOUTPUT_ABSENT=1] [-DGENERATE=huge_key|huge_unterminated] -P check_run.cmake
 #
@@ -14,8 +14,8 @@
 # through a CMake function.
 cmake_minimum_required(VERSION 3.20)
 
-foreach(list_name IN ITEMS OPTIONS FLAGS STDOUT_CONTAINS STDERR_CONTAINS OUTPUT_CONTAINS
-                           DEPFILE_CONTAINS DEPFILE_LACKS)
+foreach(list_name IN ITEMS OPTIONS FLAGS STDOUT_CONTAINS STDERR_CONTAINS STDERR_LACKS
+                           OUTPUT_CONTAINS DEPFILE_CONTAINS DEPFILE_LACKS)
   if(DEFINED ${list_name})
     string(REPLACE "|" ";" ${list_name} "${${list_name}}")
   endif()
@@ -78,6 +78,12 @@ endfunction()
 
 expect_in(stdout "${out}" ${STDOUT_CONTAINS})
 expect_in(stderr "${errors}" ${STDERR_CONTAINS})
+foreach(needle IN LISTS STDERR_LACKS)
+  string(FIND "${errors}" "${needle}" position)
+  if(NOT position EQUAL -1)
+    message(FATAL_ERROR "stderr holds '${needle}'${context}\nstderr:\n${errors}")
+  endif()
+endforeach()
 if(DEFINED OUTPUT_CONTAINS)
   file(READ "${OUTPUT}" woven)
   expect_in(output "${woven}" ${OUTPUT_CONTAINS})
