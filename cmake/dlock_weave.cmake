@@ -104,7 +104,8 @@ function(dlock_weave target)
     set(woven "${out_root}/${relative}")
     add_custom_command(
       OUTPUT "${woven}"
-      COMMAND dlock::codegen "${absolute}" -o "${woven}" --depfile "${woven}.d" --
+      COMMAND dlock::codegen "${absolute}" -o "${woven}" --depfile "${woven}.d"
+              --header-dir "${out_root}/.headers" --
               "$<$<BOOL:${includes}>:-I$<JOIN:${includes},;-I>>"
               "$<$<BOOL:${defines}>:-D$<JOIN:${defines},;-D>>"
               "$<$<BOOL:${standard}>:-std=c++${standard}>"

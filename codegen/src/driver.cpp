@@ -5,13 +5,18 @@
 #include <clang/Basic/FileSystemOptions.h>
 #include <clang/Tooling/CompilationDatabase.h>
 #include <clang/Tooling/Tooling.h>
+#include <llvm/Support/FileSystem.h>
 #include <llvm/Support/VirtualFileSystem.h>
+
+#include <map>
+#include <set>
 #include <llvm/Support/raw_ostream.h>
 
 #include "dlock/codegen/compiler_flags.hpp"
 #include "dlock/codegen/depfile.hpp"
 #include "dlock/codegen/fast_path.hpp"
 #include "dlock/codegen/files.hpp"
+#include "dlock/codegen/header_cache.hpp"
 #include "dlock/codegen/weaver.hpp"
 #include "weave_action.hpp"
 
@@ -19,7 +24,8 @@ namespace dlock::codegen {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: dlock-codegen SOURCE -o WOVEN [--depfile DEPFILE] [--full-parse] -- COMPILER_FLAGS...\n"
+    "usage: dlock-codegen SOURCE -o WOVEN [--depfile DEPFILE] [--header-dir DIR] [--full-parse]\n"
+    "                     -- COMPILER_FLAGS...\n"
     "       dlock-codegen --unwoven-target NAME SOURCE... -o STAMP [--depfile DEPFILE] -- "
     "COMPILER_FLAGS...";
 
@@ -53,13 +59,18 @@ void remove_outputs(const Options& options) {
   remove_tree(header_dir(options));
 }
 
-// The headers first: WOVEN exists only when everything it includes does.
+// The headers first: WOVEN exists only when everything it includes does. A shared copy that
+// exists already is the same text (its key says so) and is left as it is, so that sources
+// compiled against it are not compiled again. The copies are dependencies too: one that
+// disappears makes the build run the generator again.
 int write_outputs(const Options& options, const std::string& woven,
-                  const std::vector<std::string>& dependencies,
+                  std::vector<std::string> dependencies,
                   const std::vector<WovenHeader>& headers = {}) {
   std::string error;
   bool written = true;
   for (const WovenHeader& header : headers) {
+    dependencies.push_back(header.path);
+    if (header.shared && llvm::sys::fs::exists(header.path)) continue;
     written = written && write_file_atomically(header.path, header.text, error);
   }
   if (!written || !write_file_atomically(options.output, woven, error) ||
@@ -86,11 +97,70 @@ WeaveOutcome weave_with_clang(const Options& options) {
   // "Error while processing" line after clang's own diagnostics.
   llvm::IntrusiveRefCntPtr<clang::FileManager> files(
       new clang::FileManager(clang::FileSystemOptions(), llvm::vfs::getRealFileSystem()));
+  WeaveAction::Places places{absolute_path(header_dir(options)),
+                             options.shared_header_dir.empty()
+                                 ? std::string()
+                                 : absolute_path(options.shared_header_dir),
+                             generator_context(options.compiler_flags)};
   clang::tooling::ToolInvocation invocation(
       std::move(commands.front().CommandLine),
-      std::make_unique<WeaveAction>(outcome, absolute_path(header_dir(options))), files.get());
+      std::make_unique<WeaveAction>(outcome, std::move(places)), files.get());
   if (!invocation.run()) outcome.woven.reset();
   return outcome;
+}
+
+// The fast path of a source whose project headers define guarded functions and which, as
+// far as a token scan shows, only includes them: when the shared copies that the parse of
+// another source made (same headers, flags and generator) are all there, the source's
+// includes are pointed at them. Nothing when a parse is needed.
+std::optional<std::string> woven_from_shared_copies(const Options& options,
+                                                    const IncludeScan& scan,
+                                                    const std::string& source,
+                                                    std::vector<std::string>& copies) {
+  if (options.shared_header_dir.empty() || scan.defining_headers.empty()) return std::nullopt;
+  // The headers to copy: those that define guards, and every header that includes one.
+  std::set<std::size_t> copied(scan.defining_headers.begin(), scan.defining_headers.end());
+  std::vector<std::size_t> pending(copied.begin(), copied.end());
+  while (!pending.empty()) {
+    const std::size_t target = pending.back();
+    pending.pop_back();
+    for (const ScannedInclude& include : scan.includes) {
+      if (include.target != target || include.includer == 0) continue;
+      if (include.includer == ScannedInclude::kCommandLine) return std::nullopt;
+      if (copied.insert(include.includer).second) pending.push_back(include.includer);
+    }
+  }
+  const std::vector<std::size_t> order(copied.begin(), copied.end());
+  std::map<std::size_t, std::size_t> position;
+  std::vector<CopiedFile> files;
+  for (const std::size_t index : order) {
+    position.emplace(index, files.size());
+    files.push_back({scan.files[index], scan.texts[index], {}});
+  }
+  for (const ScannedInclude& include : scan.includes) {
+    if (copied.count(include.includer) && copied.count(include.target)) {
+      files[position[include.includer]].includes.push_back(position[include.target]);
+    }
+  }
+  const std::string context = generator_context(options.compiler_flags);
+  const std::string dir = absolute_path(options.shared_header_dir);
+  std::map<std::size_t, std::string> paths;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    std::string path = shared_copy_path(dir, copy_key(files, i, context), files[i].path);
+    if (!llvm::sys::fs::exists(path)) return std::nullopt;
+    copies.push_back(path);
+    paths.emplace(order[i], std::move(path));
+  }
+  std::vector<TextEdit> rewrites;
+  for (const ScannedInclude& include : scan.includes) {
+    if (include.includer != 0 || !copied.count(include.target)) continue;
+    const std::string& path = paths[include.target];
+    if (path.find_first_of("\"\n") != std::string::npos) return std::nullopt;
+    rewrites.push_back({include.name, "\"" + path + "\""});
+  }
+  WeaveResult result = weave_source(scan.texts.front(), source, {}, rewrites);
+  if (!result.error.empty()) return std::nullopt;  // the parse will say what is wrong
+  return std::move(result.text);
 }
 
 }  // namespace
@@ -120,6 +190,8 @@ CommandLine parse_command_line(const std::vector<std::string>& args) {
       options.output = *output;
     } else if (auto depfile = option_value(args, i, "--depfile", error)) {
       options.depfile = *depfile;
+    } else if (auto dir = option_value(args, i, "--header-dir", error)) {
+      options.shared_header_dir = *dir;
     } else if (auto target = option_value(args, i, "--unwoven-target", error)) {
       options.unwoven_target = *target;
     } else if (!error.empty()) {
@@ -163,6 +235,11 @@ Arguments:
   --depfile DEPFILE    also write a Make-syntax depfile, "WOVEN: SOURCE HEADERS...", listing
                        every file the source includes (Ninja and Make re-run the generator
                        when one changes)
+  --header-dir DIR     a directory shared by the sources of one target (dlock_weave passes
+                       one): woven copies of headers that define guarded functions are kept
+                       there by a digest of their texts, the flags and the generator, so that
+                       a source that only includes such headers uses the copies another
+                       source's parse made, without a parse of its own
   --full-parse         always parse with clang, even when no guard is mentioned (for
                        debugging and measurements)
   --unwoven-target NAME
@@ -258,6 +335,12 @@ int run(const Options& options) {
         scan_for_guards(source, text, search_paths_from_flags(options.compiler_flags));
     if (!scan.needs_parse()) {
       return write_outputs(options, passthrough_source(text, source), scan.files);
+    }
+    std::vector<std::string> copies;
+    if (auto woven = woven_from_shared_copies(options, scan, source, copies)) {
+      std::vector<std::string> dependencies = scan.files;
+      dependencies.insert(dependencies.end(), copies.begin(), copies.end());
+      return write_outputs(options, *woven, std::move(dependencies));
     }
   }
   WeaveOutcome outcome = weave_with_clang(options);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <deque>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -20,6 +21,8 @@ namespace {
 struct Include {
   std::string name;
   bool angled = false;
+  std::size_t begin = 0;  ///< the name with its quotes or brackets, in the includer's text
+  std::size_t end = 0;
 };
 
 // One raw-lexed file: its mentions of the guard and its #include directives.
@@ -39,6 +42,8 @@ bool read_header_name(std::string_view text, std::size_t from, Include& include)
   const std::size_t end = text.find_first_of(include.angled ? ">\n" : "\"\n", i + 1);
   if (end == std::string_view::npos || text[end] == '\n') return false;
   include.name = std::string(text.substr(i + 1, end - i - 1));
+  include.begin = i;
+  include.end = end + 1;
   return !include.name.empty();
 }
 
@@ -372,11 +377,19 @@ bool mentions_guard(std::string_view text) { return !find_guard_mentions(text).e
 
 namespace {
 
-// The decision for a source with no guard of its own whose project headers hold some: true
-// when the headers' guards are all on plain declarations and no scanned file may define one
-// of the guarded functions. `texts` holds each scanned file, the source first.
-bool header_guards_only_used(const std::vector<std::string>& texts,
-                             const std::vector<std::vector<GuardMention>>& mentions) {
+// What the guards of the project headers ask of a source with no guard of its own.
+struct HeaderGuards {
+  /// Every guard on a plain declaration names functions that no scanned file may define.
+  bool declarations_only_used = true;
+  /// The files (indices into the texts) with guards that are not plain declarations: on
+  /// definitions, which a parse of some source weaves into a copy of the header.
+  std::vector<std::size_t> defining;
+};
+
+// `texts` holds each scanned file, the source first (which mentions no guard here).
+HeaderGuards classify_header_guards(const std::vector<std::string>& texts,
+                                    const std::vector<std::vector<GuardMention>>& mentions) {
+  HeaderGuards result;
   std::set<std::string, std::less<>> names;
   std::vector<std::vector<Tok>> tokens(texts.size());
   std::vector<std::vector<std::size_t>> matches(texts.size());
@@ -388,18 +401,29 @@ bool header_guards_only_used(const std::vector<std::string>& texts,
       const auto at = std::lower_bound(
           tokens[file].begin(), tokens[file].end(), mention.offset,
           [](const Tok& tok, std::size_t offset) { return tok.offset < offset; });
-      if (at == tokens[file].end() || at->offset != mention.offset) return false;
+      if (at == tokens[file].end() || at->offset != mention.offset || mention.in_directive) {
+        result.declarations_only_used = false;  // a guard in a macro: anything goes
+        return result;
+      }
       const auto declaration = guarded_declaration(
           tokens[file], matches[file], static_cast<std::size_t>(at - tokens[file].begin()));
-      if (!declaration) return false;
+      if (!declaration) {
+        if (result.defining.empty() || result.defining.back() != file) {
+          result.defining.push_back(file);
+        }
+        continue;
+      }
       names.insert(declaration->names.begin(), declaration->names.end());
       declarations[file].emplace_back(declaration->first, declaration->last);
     }
   }
   for (std::size_t file = 0; file < texts.size(); ++file) {
-    if (may_define(tokens[file], names, declarations[file])) return false;
+    if (may_define(tokens[file], names, declarations[file])) {
+      result.declarations_only_used = false;
+      break;
+    }
   }
-  return true;
+  return result;
 }
 
 }  // namespace
@@ -409,39 +433,50 @@ IncludeScan scan_for_guards(const std::string& source_path, std::string_view sou
   IncludeScan result;
   std::error_code ec;
   const fs::path source = fs::absolute(source_path, ec).lexically_normal();
-  std::set<fs::path> seen{source};
+  std::map<fs::path, std::size_t> index{{source, 0}};
   result.files.push_back(source.string());
-  std::vector<std::string> texts{std::string(source_text)};
+  result.texts.emplace_back(source_text);
   std::vector<std::vector<GuardMention>> mentions;
 
-  // Forced includes come first, found from the current directory as g++ does.
-  std::deque<std::pair<fs::path, Include>> pending;
+  // Forced includes come first, found from the current directory as g++ does; they have no
+  // includer (ScannedInclude::kCommandLine).
+  struct Pending {
+    fs::path includer_dir;
+    std::size_t includer;
+    Include include;
+  };
+  std::deque<Pending> pending;
   for (const std::string& forced : paths.forced_includes) {
-    pending.emplace_back(fs::current_path(ec), Include{forced, false});
+    pending.push_back({fs::current_path(ec), ScannedInclude::kCommandLine, Include{forced}});
   }
-  auto follow = [&](const fs::path& file, FileScan scan) {
+  auto follow = [&](const fs::path& file, std::size_t at, FileScan scan) {
     result.guard_found = result.guard_found || !scan.mentions.empty();
     if (!scan.mentions.empty()) result.guard_files.push_back(file.string());
     result.conclusive = result.conclusive && scan.conclusive;
     mentions.push_back(std::move(scan.mentions));
-    for (const Include& include : scan.includes) pending.emplace_back(file.parent_path(), include);
+    for (Include& include : scan.includes) {
+      pending.push_back({file.parent_path(), at, std::move(include)});
+    }
   };
-  follow(source, scan_text(texts.front()));
+  follow(source, 0, scan_text(result.texts.front()));
   // A guard in the source itself always takes the parse; one in a header needs every project
   // header, to look for definitions of what it guards.
   const bool guard_in_source = result.guard_found;
   bool missing_quoted = false;
 
   while (!pending.empty() && !guard_in_source && result.conclusive) {
-    auto [includer_dir, include] = std::move(pending.front());
+    Pending next = std::move(pending.front());
     pending.pop_front();
-    const auto header = resolve(include, includer_dir, paths);
+    const auto header = resolve(next.include, next.includer_dir, paths);
     if (!header) {
       // A quoted include found nowhere (not generated yet?) may hold a definition.
-      missing_quoted = missing_quoted || !include.angled;
+      missing_quoted = missing_quoted || !next.include.angled;
       continue;
     }
-    if (!seen.insert(*header).second) continue;
+    const auto [known, inserted] = index.emplace(*header, result.files.size());
+    result.includes.push_back(
+        {next.includer, known->second, {next.include.begin, next.include.end}});
+    if (!inserted) continue;
     result.files.push_back(header->string());
     std::string text;
     std::string error;
@@ -449,11 +484,15 @@ IncludeScan scan_for_guards(const std::string& source_path, std::string_view sou
       result.conclusive = false;  // let clang say what is wrong with it
       break;
     }
-    texts.push_back(std::move(text));
-    follow(*header, scan_text(texts.back()));
+    result.texts.push_back(std::move(text));
+    follow(*header, known->second, scan_text(result.texts.back()));
   }
-  result.only_used = result.conclusive && result.guard_found && !guard_in_source &&
-                     !missing_quoted && header_guards_only_used(texts, mentions);
+  if (!result.conclusive || !result.guard_found || guard_in_source || missing_quoted) {
+    return result;
+  }
+  const HeaderGuards guards = classify_header_guards(result.texts, mentions);
+  result.only_used = guards.declarations_only_used && guards.defining.empty();
+  if (guards.declarations_only_used) result.defining_headers = guards.defining;
   return result;
 }
 

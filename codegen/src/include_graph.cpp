@@ -14,6 +14,7 @@
 #include <filesystem>
 
 #include "dlock/codegen/files.hpp"
+#include "dlock/codegen/header_cache.hpp"
 
 namespace dlock::codegen {
 
@@ -52,6 +53,8 @@ class IncludeRecorder : public clang::PPCallbacks {
     if (!inserted) return;
     file->second.first = id;
     file->second.path = path;
+    const llvm::StringRef text = sources_.getBufferData(id);
+    file->second.text = std::string_view(text.data(), text.size());
     file->second.system = clang::SrcMgr::isSystem(kind);
     graph_.dependencies_.push_back(std::move(path));
   }
@@ -67,7 +70,11 @@ class IncludeRecorder : public clang::PPCallbacks {
     directive.target = &target->getFileEntry();
     const clang::OptionalFileEntryRef includer =
         sources_.getFileEntryRefForID(sources_.getFileID(hash));
-    if (!includer) return;
+    if (!includer) {  // `-include` on the command line: nothing to point elsewhere
+      directive.computed = true;
+      graph_.directives_.push_back(directive);
+      return;
+    }
     directive.includer = &includer->getFileEntry();
     const clang::SourceLocation begin = name.getBegin();
     const clang::SourceLocation end = name.getEnd();
@@ -88,8 +95,11 @@ class IncludeRecorder : public clang::PPCallbacks {
     if (!entry) return;
     auto file = graph_.files_.find(&entry->getFileEntry());
     if (file == graph_.files_.end()) return;
-    file->second.skipped.push_back(
-        {sources_.getFileOffset(begin), sources_.getFileOffset(range.getEnd())});
+    const ByteRange skipped{sources_.getFileOffset(begin), sources_.getFileOffset(range.getEnd())};
+    file->second.skipped.push_back(skipped);
+    if (sources_.getFileID(begin) == file->second.first) {
+      file->second.skipped_first.push_back(skipped);
+    }
   }
 
  private:
@@ -127,8 +137,21 @@ std::string copy_path(const std::string& dir, const std::string& original) {
 
 }  // namespace
 
+// A copy may be shared when no block that `#if` skipped could have shaped it: none holds a
+// guard or an include (the words are enough; a false alarm only costs a parse).
+bool shapes_nothing(const ReadFile& file) {
+  for (const ByteRange& range : file.skipped_first) {
+    const std::string_view block = file.text.substr(range.begin, range.end - range.begin);
+    for (const std::string_view word : {"dlock", "include", "import"}) {
+      if (block.find(word) != std::string_view::npos) return false;
+    }
+  }
+  return true;
+}
+
 HeaderCopies IncludeGraph::plan_copies(FileKey main, const std::set<FileKey>& headers,
-                                       const std::string& dir) const {
+                                       const std::string& dir, const std::string& shared_dir,
+                                       std::string_view context) const {
   HeaderCopies plan;
   // The headers to copy: those with bodies, and whatever includes one of them, up to the
   // source. A system header on the way cannot be copied (its own includes would change).
@@ -139,7 +162,7 @@ HeaderCopies IncludeGraph::plan_copies(FileKey main, const std::set<FileKey>& he
     pending.pop_front();
     for (const IncludeDirective& directive : directives_) {
       if (directive.target != target || directive.includer == main ||
-          copied.count(directive.includer)) {
+          directive.includer == nullptr || copied.count(directive.includer)) {
         continue;
       }
       const ReadFile* includer = file(directive.includer);
@@ -155,7 +178,47 @@ HeaderCopies IncludeGraph::plan_copies(FileKey main, const std::set<FileKey>& he
       pending.push_back(directive.includer);
     }
   }
-  for (const FileKey key : copied) plan.copies.emplace(key, copy_path(dir, file(key)->path));
+  // Their keys, from the copied headers each one reaches.
+  const std::vector<FileKey> order(copied.begin(), copied.end());
+  std::map<FileKey, std::size_t> position;
+  std::vector<CopiedFile> files;
+  for (const FileKey key : order) {
+    position.emplace(key, files.size());
+    files.push_back({file(key)->path, file(key)->text, {}});
+  }
+  for (const IncludeDirective& directive : directives_) {
+    if (directive.includer == nullptr && copied.count(directive.target)) {
+      plan.problems.emplace_back(
+          directive.hash, "'" + file(directive.target)->path +
+                              "' defines guarded functions (or includes a header that does) and "
+                              "is included with -include, which dlock cannot point at its "
+                              "woven copy; include it from the source");
+    }
+    if (copied.count(directive.includer) && copied.count(directive.target)) {
+      files[position[directive.includer]].includes.push_back(position[directive.target]);
+    }
+  }
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    const std::string key = copy_key(files, i, context);
+    bool shareable = !shared_dir.empty();
+    // Every copy it reaches must be shareable too: its text names their paths.
+    std::set<std::size_t> reached{i};
+    std::vector<std::size_t> pending_files{i};
+    while (shareable && !pending_files.empty()) {
+      const std::size_t next = pending_files.back();
+      pending_files.pop_back();
+      shareable = shapes_nothing(*file(order[next]));
+      for (const std::size_t included : files[next].includes) {
+        if (reached.insert(included).second) pending_files.push_back(included);
+      }
+    }
+    if (shareable) {
+      plan.copies.emplace(order[i], shared_copy_path(shared_dir, key, files[i].path));
+      plan.shared.insert(order[i]);
+    } else {
+      plan.copies.emplace(order[i], copy_path(dir, files[i].path));
+    }
+  }
 
   for (const IncludeDirective& directive : directives_) {
     const bool in_copy = copied.count(directive.includer) > 0;

@@ -22,6 +22,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dlock/codegen/attribute_lexer.hpp"
@@ -42,12 +43,14 @@ struct ReadFile {
   clang::FileID first;  ///< its first inclusion
   std::string path;     ///< absolute
   bool system = false;  ///< found as a system header (-isystem, the compiler's directories)
+  std::string_view text;           ///< as clang read it
   std::vector<ByteRange> skipped;  ///< blocks skipped by `#if`, in any inclusion
+  std::vector<ByteRange> skipped_first;  ///< those of the first inclusion
 };
 
 /// One `#include` (or `#import`, `#include_next`) and the file it resolved to.
 struct IncludeDirective {
-  FileKey includer = nullptr;
+  FileKey includer = nullptr;  ///< none for `-include` on the command line
   clang::SourceLocation hash;  ///< the `#`
   ByteRange name;              ///< the name with its quotes or brackets, in the includer
   bool computed = false;       ///< `#include MACRO`: no name to replace
@@ -58,6 +61,7 @@ struct IncludeDirective {
 /// The copies to write and the edits that make the woven files include them.
 struct HeaderCopies {
   std::map<FileKey, std::string> copies;               ///< original -> copy path
+  std::set<FileKey> shared;                            ///< copies in the shared directory
   std::map<FileKey, std::vector<TextEdit>> rewrites;   ///< per woven file, the source too
   std::vector<std::pair<clang::SourceLocation, std::string>> problems;  ///< errors
 };
@@ -77,9 +81,11 @@ class IncludeGraph {
   [[nodiscard]] FileKey key_of(const std::string& path) const;
 
   /// Plans the copies of `headers` (files holding guarded bodies) and of every header through
-  /// which `main` includes one, under `dir`.
+  /// which `main` includes one: under `shared_dir` by their keys (header_cache.hpp), when
+  /// given and when no `#if` may have shaped them, else under `dir`.
   [[nodiscard]] HeaderCopies plan_copies(FileKey main, const std::set<FileKey>& headers,
-                                         const std::string& dir) const;
+                                         const std::string& dir, const std::string& shared_dir,
+                                         std::string_view context) const;
 
  private:
   friend class IncludeRecorder;

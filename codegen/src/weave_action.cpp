@@ -21,9 +21,8 @@ namespace {
 class WeaveConsumer : public clang::ASTConsumer {
  public:
   WeaveConsumer(const GuardCollector& collector, const IncludeGraph& includes,
-                std::string header_dir, WeaveOutcome& outcome)
-      : collector_(collector), includes_(includes), header_dir_(std::move(header_dir)),
-        outcome_(outcome) {}
+                const WeaveAction::Places& places, WeaveOutcome& outcome)
+      : collector_(collector), includes_(includes), places_(places), outcome_(outcome) {}
 
   // Most of a parse is the bodies of inline functions and templates in headers, which the
   // generator never looks at: they are skipped (the parser only matches their braces), except
@@ -71,15 +70,15 @@ class WeaveConsumer : public clang::ASTConsumer {
     clang::DiagnosticsEngine& diagnostics = context.getDiagnostics();
     if (diagnostics.hasErrorOccurred()) return;
 
-    const HeaderCopies copies =
-        includes_.plan_copies(main, headers, header_dir_);
+    const HeaderCopies copies = includes_.plan_copies(main, headers, places_.header_dir,
+                                                      places_.shared_dir, places_.context);
     for (const auto& [where, message] : copies.problems) report(diagnostics, where, message);
     if (diagnostics.hasErrorOccurred()) return;
 
     for (const auto& [key, path] : copies.copies) {
       std::optional<std::string> text = weave(context, key, edits, copies, false);
       if (!text) return;
-      outcome_.headers.push_back({path, std::move(*text)});
+      outcome_.headers.push_back({path, std::move(*text), copies.shared.count(key) > 0});
     }
     outcome_.woven = weave(context, main, edits, copies, true);
   }
@@ -150,7 +149,7 @@ class WeaveConsumer : public clang::ASTConsumer {
 
   const GuardCollector& collector_;
   const IncludeGraph& includes_;
-  std::string header_dir_;
+  const WeaveAction::Places& places_;
   WeaveOutcome& outcome_;
   std::map<clang::FileID, bool> file_mentions_guard_;
 };
@@ -166,7 +165,7 @@ bool WeaveAction::BeginSourceFileAction(clang::CompilerInstance& compiler) {
 
 std::unique_ptr<clang::ASTConsumer> WeaveAction::CreateASTConsumer(clang::CompilerInstance&,
                                                                    llvm::StringRef) {
-  return std::make_unique<WeaveConsumer>(collector_, includes_, header_dir_, outcome_);
+  return std::make_unique<WeaveConsumer>(collector_, includes_, places_, outcome_);
 }
 
 void WeaveAction::ExecuteAction() {

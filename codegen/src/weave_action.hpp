@@ -25,6 +25,7 @@ namespace dlock::codegen {
 struct WovenHeader {
   std::string path;
   std::string text;
+  bool shared = false;  ///< under a key in the shared directory: never rewritten once there
 };
 
 /// What a run produced.
@@ -42,9 +43,17 @@ struct WeaveOutcome {
 /// Parses one source, checks and weaves its guards.
 class WeaveAction : public clang::ASTFrontendAction {
  public:
-  /// Woven copies of headers go under `header_dir`.
-  WeaveAction(WeaveOutcome& outcome, std::string header_dir)
-      : outcome_(outcome), header_dir_(std::move(header_dir)) {}
+  /// Where woven copies of headers go: under `header_dir`, or by their keys under
+  /// `shared_dir` (if not empty) when they can be shared; `context` is generator_context()
+  /// of the compiler flags.
+  struct Places {
+    std::string header_dir;
+    std::string shared_dir;
+    std::string context;
+  };
+
+  WeaveAction(WeaveOutcome& outcome, Places places)
+      : outcome_(outcome), places_(std::move(places)) {}
 
  protected:
   bool BeginSourceFileAction(clang::CompilerInstance& compiler) override;
@@ -54,7 +63,7 @@ class WeaveAction : public clang::ASTFrontendAction {
 
  private:
   WeaveOutcome& outcome_;
-  std::string header_dir_;
+  Places places_;
   GuardCollector collector_;
   IncludeGraph includes_;
 };

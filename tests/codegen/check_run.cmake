@@ -4,7 +4,7 @@
 #   cmake -DCODEGEN=... -DINPUT=... -DOUTPUT=... [-DOPTIONS=...] [-DFLAGS=...]
 #         [-DEXPECT_STATUS=N] [-DSTDOUT_CONTAINS=...] [-DSTDERR_CONTAINS=...] [-DSTDERR_LACKS=...]
 #         [-DOUTPUT_CONTAINS=...] [-DDEPFILE=... -DDEPFILE_CONTAINS=... -DDEPFILE_LACKS=...]
-#         [-DOUTPUT_ABSENT=1] [-DGENERATE=huge_key|huge_unterminated] -P check_run.cmake
+#         [-DOUTPUT_ABSENT=1] [-DCLEAN_DIR=...] [-DGENERATE=huge_key|huge_unterminated] -P check_run.cmake
 #
 # Whatever the input, the generator must end with 0 (outputs written), 1 (errors reported)
 # or 2 (usage or I/O error), never crash or hang; after 1 no output may remain. Without
@@ -32,6 +32,9 @@ if(DEFINED GENERATE)
   endif()
 endif()
 
+if(DEFINED CLEAN_DIR)  # a directory the generator fills, emptied first
+  file(REMOVE_RECURSE "${CLEAN_DIR}")
+endif()
 if(DEFINED OUTPUT)
   file(WRITE "${OUTPUT}" "stale output\n")
   set(output_args -o "${OUTPUT}")

@@ -25,6 +25,8 @@ struct Options {
   std::string depfile;  ///< empty: none
   std::vector<std::string> compiler_flags;
   bool full_parse = false;  ///< skip the fast path (for measurements and debugging)
+  /// `--header-dir DIR`: woven copies of headers shared by the sources of a target.
+  std::string shared_header_dir;
   bool help = false;
   /// `--unwoven-target NAME`: check that the sources of a target that is not woven compile
   /// no guard (none in them, no guarded definition in their project headers); `output` is

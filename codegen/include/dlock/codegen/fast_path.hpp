@@ -23,9 +23,18 @@
 #include <string_view>
 #include <vector>
 
+#include "dlock/codegen/attribute_lexer.hpp"
 #include "dlock/codegen/compiler_flags.hpp"
 
 namespace dlock::codegen {
+
+/// An `#include` the scan followed: file indices into IncludeScan::files.
+struct ScannedInclude {
+  static constexpr std::size_t kCommandLine = static_cast<std::size_t>(-1);  ///< `-include`
+  std::size_t includer = 0;
+  std::size_t target = 0;
+  ByteRange name;  ///< the header name with its quotes or brackets, in the includer's text
+};
 
 /// What the scan found.
 struct IncludeScan {
@@ -39,6 +48,14 @@ struct IncludeScan {
   std::vector<std::string> files;
   /// The scanned files that mention a guard.
   std::vector<std::string> guard_files;
+  /// The text of each scanned file, and the includes followed.
+  std::vector<std::string> texts;
+  std::vector<ScannedInclude> includes;
+  /// When the source has no guard and every guard on a declaration is only used: the
+  /// headers (indices into `files`) whose guards are on definitions. Those are woven into
+  /// copies by a parse; a source that only includes them can use copies another source's
+  /// parse made (header_cache.hpp), and otherwise needs a parse of its own.
+  std::vector<std::size_t> defining_headers;
 
   /// False when the source can be copied through without a parse.
   [[nodiscard]] bool needs_parse() const { return !conclusive || (guard_found && !only_used); }
