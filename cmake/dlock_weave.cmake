@@ -20,6 +20,24 @@
 # project headers): one that includes such a header, or has a guard itself, fails the build
 # with an error naming the target and the header. Targets inside dlock's own tree and
 # targets with the property DLOCK_SKIP_WEAVE_CHECK set are not checked.
+# The include directories of a target as a generator expression, less the compiler's own
+# (/usr/include, ...): a package whose imported target lists one (the compiler leaves it out)
+# would otherwise make the generator read every system header as a project header.
+function(_dlock_include_directories target out)
+  set(implicit "")
+  foreach(dir IN LISTS CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES)
+    string(REGEX REPLACE "([][+.*()^$?|\\])" "\\\\\\1" dir "${dir}")
+    list(APPEND implicit "${dir}")
+  endforeach()
+  set(all "$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>")
+  if(implicit)
+    list(JOIN implicit "|" alternatives)
+    set(${out} "$<FILTER:${all},EXCLUDE,^(${alternatives})/?$>" PARENT_SCOPE)
+  else()
+    set(${out} "${all}" PARENT_SCOPE)
+  endif()
+endfunction()
+
 function(dlock_weave target)
   if(NOT TARGET ${target})
     message(FATAL_ERROR "dlock_weave: no target named '${target}'")
@@ -36,7 +54,7 @@ function(dlock_weave target)
   # The flags that matter to a parse: include paths, definitions, the language standard.
   # Usage requirements of linked targets are part of these target properties.
   # (Each is quoted where it is used: a list variable would split them at the ';'.)
-  set(includes "$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>")
+  _dlock_include_directories(${target} includes)
   set(defines "$<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>")
   set(standard "$<TARGET_PROPERTY:${target},CXX_STANDARD>")
   set(options "$<TARGET_PROPERTY:${target},COMPILE_OPTIONS>")
@@ -187,7 +205,7 @@ function(_dlock_check_unwoven_targets)
     endif()
     # What the scan needs: where includes are found, and the definitions (quoted one by one
     # below: the lists must not split at the ';' of the generator expressions).
-    set(includes "$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>")
+    _dlock_include_directories(${target} includes)
     set(defines "$<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>")
     set(stamp "${CMAKE_BINARY_DIR}/dlock_woven/unwoven-check/${target}.stamp")
     add_custom_command(

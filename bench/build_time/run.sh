@@ -9,7 +9,11 @@
 # log), and the medians and their ratios (configure not included).
 #
 #   bench/build_time/run.sh [--build-dir DIR] [--sources N] [--guarded K] [--runs R]
-#                           [--jobs J] [--build-type TYPE] [--keep]
+#                           [--jobs J] [--build-type TYPE] [--shape declared|defined] [--keep]
+#
+# --shape defined: the header defines the two guarded functions itself (a member in its class
+# body and an inline function), so every source compiles them; the first source woven parses,
+# the others use its woven copy of the header (shared copies, codegen/README.md).
 #
 # DIR is a dlock build tree in which dlock-codegen and the runtime are built (default:
 # ./build); it is installed into a scratch prefix with `cmake --install`, and the project
@@ -17,7 +21,7 @@
 #   RESULT build_time plain_s=<median> woven_s=<median> ratio=<woven/plain>
 set -euo pipefail
 
-build_dir=build sources=20 guarded=2 runs=3 jobs=2 build_type=RelWithDebInfo keep=0
+build_dir=build sources=20 guarded=2 runs=3 jobs=2 build_type=RelWithDebInfo keep=0 shape=declared
 while [[ $# -gt 0 ]]; do
   case $1 in
     --build-dir) build_dir=$2; shift 2 ;;
@@ -26,8 +30,9 @@ while [[ $# -gt 0 ]]; do
     --runs) runs=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
     --build-type) build_type=$2; shift 2 ;;
+    --shape) shape=$2; shift 2 ;;
     --keep) keep=1; shift ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -40,6 +45,8 @@ done
   echo "run.sh: need sources >= 3, guarded = 2 (the two guarded functions of the header), runs >= 1, jobs >= 1" >&2
   exit 2
 }
+[[ $shape == declared || $shape == defined ]] ||
+  { echo "run.sh: --shape is declared or defined, not '$shape'" >&2; exit 2; }
 [[ -f "$build_dir/CMakeCache.txt" ]] || { echo "run.sh: '$build_dir' is not a CMake build tree" >&2; exit 2; }
 command -v ninja >/dev/null || { echo "run.sh: ninja is not installed" >&2; exit 2; }
 
@@ -86,6 +93,12 @@ struct Receipt {
   std::chrono::system_clock::time_point at;
 };
 
+std::int64_t total_of(const Cart& cart);
+std::string describe(const Item& item);
+
+EOF
+if [[ $shape == declared ]]; then
+  cat >>"$project/include/shop/shop.hpp" <<'EOF'
 [[dlock::guard("order:<id>", lease=30s)]]
 Receipt place_order(long id, const Cart& cart);
 
@@ -100,11 +113,34 @@ class Inventory {
   std::map<std::string, int> stock_;
 };
 
-std::int64_t total_of(const Cart& cart);
-std::string describe(const Item& item);
+}  // namespace shop
+EOF
+else
+  cat >>"$project/include/shop/shop.hpp" <<'EOF'
+[[dlock::guard("order:<id>", lease=30s)]]
+inline Receipt place_order(long id, const Cart& cart) {
+  return Receipt{id, total_of(cart), std::chrono::system_clock::now()};
+}
+
+class Inventory {
+ public:
+  [[dlock::guard("stock:<sku>", lease=10s, wait=2s)]]
+  bool reserve(const std::string& sku, int quantity) {
+    auto found = stock_.find(sku);
+    if (found == stock_.end() || found->second < quantity) return false;
+    found->second -= quantity;
+    return true;
+  }
+
+  int available(const std::string& sku) const;
+
+ private:
+  std::map<std::string, int> stock_;
+};
 
 }  // namespace shop
 EOF
+fi
 
 # Source i: ordinary code over the shared header; 0 and 1 define the guarded functions.
 write_source() {
@@ -119,7 +155,7 @@ write_source() {
     echo '#include <unordered_map>'
     echo
     echo 'namespace shop {'
-    if (( i == 0 && guarded >= 1 )); then
+    if (( i == 0 && guarded >= 1 )) && [[ $shape == declared ]]; then
       cat <<'EOF'
 
 Receipt place_order(long id, const Cart& cart) {
@@ -143,7 +179,7 @@ std::int64_t total_of(const Cart& cart) {
 }
 EOF
     fi
-    if (( i == 1 && guarded >= 2 )); then
+    if (( i == 1 && guarded >= 2 )) && [[ $shape == declared ]]; then
       cat <<'EOF'
 
 bool Inventory::reserve(const std::string& sku, int quantity) {
@@ -274,7 +310,11 @@ build_once() {
     woven=$(grep -c "Weaving" "$work/build-ON.log" || true)
     [[ "$woven" == "$sources" ]] || { echo "run.sh: wove $woven sources, expected $sources" >&2; return 1; }
     local guards
-    guards=$(cat "$dir"/dlock_woven/shop/src/*.cpp | grep -c "::dlock::Guard dlock_guard_" || true)
+    if [[ $shape == declared ]]; then
+      guards=$(cat "$dir"/dlock_woven/shop/src/*.cpp | grep -c "::dlock::Guard dlock_guard_" || true)
+    else  # in the woven copies of shop.hpp (more than one when two parses ran at once)
+      guards=$(cat "$(find "$dir/dlock_woven/shop" -name shop.hpp | head -n 1)" | grep -c "::dlock::Guard dlock_guard_" || true)
+    fi
     [[ "$guards" == "$guarded" ]] || { echo "run.sh: $guards guards woven, expected $guarded" >&2; return 1; }
   fi
   awk '{ printf "%.3f %.3f\n", $1, $2 + $3 }' <<<"$times"
@@ -285,7 +325,8 @@ median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) 
 # Where a woven build's time goes, from Ninja's log of its edges (milliseconds each).
 profile() {
   local dir=$1 parsed_files
-  parsed_files=$(grep -l "::dlock::Guard dlock_guard_" "$dir"/dlock_woven/shop/src/*.cpp | xargs -n1 basename | tr '\n' ' ')
+  # A parse lists system headers in the depfile; the fast paths list project files only.
+  parsed_files=$(grep -l "^ */usr/include/" "$dir"/dlock_woven/shop/src/*.cpp.d | xargs -n1 basename | sed 's/\.d$//' | tr '\n' ' ')
   awk -v parsed_files="$parsed_files" '
     NR > 1 && $4 !~ /^\// {
       ms = $2 - $1
@@ -304,7 +345,7 @@ profile() {
 }
 
 plain=() woven=() plain_cpu=() woven_cpu=()
-echo "project: $sources sources, $guarded with guards, one shared header; ninja -j $jobs, $build_type"
+echo "project: $sources sources, $guarded guards $shape in one shared header; ninja -j $jobs, $build_type"
 for (( run = 1; run <= runs; ++run )); do
   # Plain first in odd runs, woven first in even ones: a load that grows or shrinks during
   # the runs does not favour either.
