@@ -265,12 +265,19 @@ How it works:
   type (void, bool or std::optional<T>), and the function itself. Guards are refused on
   constructors, destructors, constexpr and consteval functions, coroutines, lambdas,
   deleted or defaulted functions, pure virtual functions without a body, function-try-
-  blocks, and on definitions outside SOURCE (in a header). A guard on a declaration in a
-  header is woven where its definition is: in SOURCE, or in another source that includes
-  the header. The guard's code goes at the top of the function body; the attribute is
+  blocks, and on definitions in system headers. A guard on a declaration in a header is
+  woven where its definition is: in SOURCE, or in another source that includes the
+  header. The guard's code goes at the top of the function body; the attribute is
   removed. Errors print as clang's, file:line:col: error: ..., naming the original file.
 
-  WOVEN includes <dlock/guard.hpp> and <fmt/format.h>: compile it with the dlock runtime's
+  A guarded definition in a project header (inline, in a class body, a template) is
+  woven into a copy of the header, WOVEN.headers/... or DIR/... with --header-dir, which
+  keeps the original's name and lines with #line; the #include in SOURCE, and in every
+  header on the way, names the copy instead. A source that only includes such headers
+  uses the copies in DIR that another source's parse made for the same header texts,
+  flags and generator, without a parse.
+
+  WOVEN includes <dlock/guard.hpp> and <fmt/core.h>: compile it with the dlock runtime's
   include directory, and with -iquote DIR (DIR being SOURCE's directory) so that
   #include "..." still finds SOURCE's neighbours from WOVEN's directory.
 

@@ -8,7 +8,7 @@ namespace {
 
 constexpr std::string_view kPrelude =
     "#include <dlock/guard.hpp>\n"
-    "#include <fmt/format.h>\n";
+    "#include <fmt/core.h>\n";
 
 constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
 

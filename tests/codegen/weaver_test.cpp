@@ -86,7 +86,7 @@ TEST(Weave, KeepsEveryOriginalLineAtItsNumber) {
   ASSERT_EQ(result.error, "");
   EXPECT_EQ(result.text,
             "#include <dlock/guard.hpp>\n"
-            "#include <fmt/format.h>\n"
+            "#include <fmt/core.h>\n"
             "#line 1 \"/src/orders.cpp\"\n"
             "\n"
             "int f(long id) {\n"

@@ -1,5 +1,5 @@
 #include <dlock/guard.hpp>
-#include <fmt/format.h>
+#include <fmt/core.h>
 #line 1 "@GOLDEN_DIR@/free_functions.cpp"
 // Free functions: namespaces (nested, anonymous), overloads, default arguments, noexcept,
 // and every kind of return type.

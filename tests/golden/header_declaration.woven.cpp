@@ -1,5 +1,5 @@
 #include <dlock/guard.hpp>
-#include <fmt/format.h>
+#include <fmt/core.h>
 #line 1 "@GOLDEN_DIR@/header_declaration.cpp"
 // Guards on declarations in a header, definitions here. The definition may name its
 // parameters differently: the key uses the definition's names in the body.

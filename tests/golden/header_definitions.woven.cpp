@@ -1,5 +1,5 @@
 #include <dlock/guard.hpp>
-#include <fmt/format.h>
+#include <fmt/core.h>
 #line 1 "@GOLDEN_DIR@/header_definitions.cpp"
 // Uses guarded functions defined in headers: this file has no guard of its own, yet the
 // headers' definitions are compiled here, so the includes point at woven copies.

@@ -1,5 +1,5 @@
 #include <dlock/guard.hpp>
-#include <fmt/format.h>
+#include <fmt/core.h>
 #line 1 "@GOLDEN_DIR@/key_templates.cpp"
 // Key templates: placeholders with member chains, literal <, >, { and }, escapes, and
 // adjacent literals.

@@ -1,5 +1,5 @@
 #include <dlock/guard.hpp>
-#include <fmt/format.h>
+#include <fmt/core.h>
 #line 1 "@GOLDEN_DIR@/layout.cpp"
 // Layouts of the body's '{', and every option once.
 namespace shop {

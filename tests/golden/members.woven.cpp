@@ -1,5 +1,5 @@
 #include <dlock/guard.hpp>
-#include <fmt/format.h>
+#include <fmt/core.h>
 #line 1 "@GOLDEN_DIR@/members.cpp"
 // Member functions: static and non-static, in the class body and out of line, const,
 // operators, and other attributes sharing the guard's [[...]].

@@ -1,5 +1,5 @@
 #include <dlock/guard.hpp>
-#include <fmt/format.h>
+#include <fmt/core.h>
 #line 1 "@GOLDEN_DIR@/templates.cpp"
 // Function templates, members of class templates (in the body and out of line), deduced
 // return types and parameter packs.

@@ -6,7 +6,7 @@
 // becomes (prelude first, then the original text with two edits):
 //
 //   #include <dlock/guard.hpp>
-//   #include <fmt/format.h>
+//   #include <fmt/core.h>
 //   #line 1 "/src/orders.cpp"
 //   ...
 //
