@@ -27,7 +27,7 @@ class WeaveConsumer : public clang::ASTConsumer {
   // Most of a parse is the bodies of inline functions and templates in headers, which the
   // generator never looks at: they are skipped (the parser only matches their braces), except
   // in the main file, in headers that mention dlock::guard at all, for guarded functions (a
-  // guarded definition in a header must still be reported), and after a macro mentioning
+  // guarded definition in a header is woven into its copy), and after a macro mentioning
   // dlock was defined. Clang itself keeps bodies it needs: constexpr, deduced return types.
   bool shouldSkipFunctionBody(clang::Decl* decl) override {
     if (includes_.dlock_macro()) return false;
