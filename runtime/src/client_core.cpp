@@ -60,24 +60,25 @@ const std::shared_ptr<Backend>& ClientCore::backend(const std::string& name) con
   return it->second;
 }
 
-Lease ClientCore::reenter(const Key& key, const LockSettings& settings) {
+ClientCore::Reentry ClientCore::reenter(const Key& key, const LockSettings& settings) {
   std::lock_guard lock(holds_mutex_);
-  auto it = holds_.find(HoldKey{std::this_thread::get_id(), settings.backend, key.str()});
+  auto it = holds_.find(HoldKey{this_thread_token(), settings.backend, key.str()});
   if (it == holds_.end()) return {};
   auto held = it->second.lock();
-  if (!held || held->released()) {
+  // A moved lease may be held on another thread now: letting this one in would run two
+  // sections under one token.
+  if (!held || held->released() || held->moved()) {
     holds_.erase(it);
     return {};
   }
   if (held->lost()) {
-    return Lease::refused(AcquireStatus::kBusy,
-                          fmt::format("this thread's outer hold of the key was lost ({})",
-                                      to_string(held->loss_reason())));
+    return {nullptr, fmt::format("this thread's outer hold of the key was lost ({})",
+                                 to_string(held->loss_reason()))};
   }
   held->holds.fetch_add(1);
   bump(metrics_->reentrant_acquisitions);
   push_current(held);
-  return Lease::granted(std::move(held));
+  return {std::move(held), {}};
 }
 
 Lease ClientCore::grant(const std::shared_ptr<Backend>& backend, const Key& key,
@@ -104,7 +105,9 @@ Lease ClientCore::grant(const std::shared_ptr<Backend>& backend, const Key& key,
 }
 
 Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::string_view name) {
-  if (Lease again = reenter(key, settings); again || !again.error().empty()) return again;
+  Reentry again = reenter(key, settings);
+  if (again.held) return Lease::granted(std::move(again.held));
+  if (!again.refusal.empty()) return Lease::refused(AcquireStatus::kBusy, std::move(again.refusal));
 
   const auto& backend = this->backend(settings.backend);
   // Looked up once per acquire; the lease keeps it for renewals, losses and release.
@@ -118,12 +121,13 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
                                              : settings.lease;
   std::unique_ptr<ReleaseWatch> watch;
   bool met_busy = false;
-  auto finish = [&](Lease lease) {
+  // Recorded before the Lease is built, so that it is returned without a move (a moved
+  // lease cannot be entered again).
+  auto record_latency = [&] {
     const auto took = Clock::now() - started;
     metrics_->acquire_latency.record(took);
     series->acquire_latency.record(took);
     if (met_busy) series->wait_time.record(took);
-    return lease;
   };
 
   for (;;) {
@@ -132,8 +136,9 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
     GrantReply reply = backend->acquire(GrantRequest{key, owner, first_ttl, name, give_up_at});
     switch (reply.kind) {
       case GrantReply::Kind::kAcquired:
-        return finish(grant(backend, key, settings, name, owner, reply.token, sent, series,
-                            sent - started));
+        record_latency();
+        return grant(backend, key, settings, name, owner, reply.token, sent, series,
+                     sent - started);
       case GrantReply::Kind::kUnavailable:
         bump(metrics_->acquire_unavailable);
         bump(series->unavailable);
@@ -143,7 +148,8 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
         log(LogLevel::kWarn, "event=unavailable name={} key={} backend={} waited_ms={} error={}",
             name_field(name), printable(key.str()), field(settings.backend),
             std::chrono::duration_cast<Millis>(Clock::now() - started).count(), field(reply.error));
-        return finish(Lease::refused(AcquireStatus::kUnavailable, std::move(reply.error)));
+        record_latency();
+        return Lease::refused(AcquireStatus::kUnavailable, std::move(reply.error));
       case GrantReply::Kind::kBusy:
         break;
     }
@@ -159,8 +165,9 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
       log(settings.on_busy == OnBusy::kSkip ? LogLevel::kInfo : LogLevel::kWarn,
           "event=busy name={} key={} waited_ms={} holder_ttl_ms={}", name_field(name),
           printable(key.str()), waited_ms, reply.ttl.count());
-      return finish(Lease::refused(AcquireStatus::kBusy,
-                                   fmt::format("held by another owner; waited {}ms", waited_ms)));
+      record_latency();
+      return Lease::refused(AcquireStatus::kBusy,
+                            fmt::format("held by another owner; waited {}ms", waited_ms));
     }
     if (!watch) {
       // Arm the watch, then try again at once: a release between our try and the watch
