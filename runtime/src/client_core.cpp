@@ -75,6 +75,11 @@ ClientCore::Reentry ClientCore::reenter(const Key& key, const LockSettings& sett
     return {nullptr, fmt::format("this thread's outer hold of the key was lost ({})",
                                  to_string(held->loss_reason()))};
   }
+  // Not marked lost yet (the watchdog may be waiting on a renewal), but no longer known to
+  // be held: the key may have expired and been taken.
+  if (LeaseView(held).remaining() <= Millis{0}) {
+    return {nullptr, "this thread's outer hold of the key has no time left"};
+  }
   held->holds.fetch_add(1);
   bump(metrics_->reentrant_acquisitions);
   push_current(held);
@@ -105,6 +110,12 @@ Lease ClientCore::grant(const std::shared_ptr<Backend>& backend, const Key& key,
 }
 
 Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::string_view name) {
+  if (settings.lease < kMinimumLease) {
+    throw ConfigError(fmt::format("lock '{}': lease {}ms is too short: must be at least {}ms, as "
+                                  "the watchdog renews a lease every lease/3",
+                                  printable(key.str()), settings.lease.count(),
+                                  kMinimumLease.count()));
+  }
   Reentry again = reenter(key, settings);
   if (again.held) return Lease::granted(std::move(again.held));
   if (!again.refusal.empty()) return Lease::refused(AcquireStatus::kBusy, std::move(again.refusal));
@@ -137,6 +148,9 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
     switch (reply.kind) {
       case GrantReply::Kind::kAcquired:
         record_latency();
+        if (Clock::now() >= later(sent, first_ttl)) {
+          return refuse_late_grant(backend, key, settings, name, owner, sent, first_ttl, *series);
+        }
         return grant(backend, key, settings, name, owner, reply.token, sent, series,
                      sent - started);
       case GrantReply::Kind::kUnavailable:
@@ -181,6 +195,29 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
     if (reply.ttl > Millis{0}) pause = std::min<Clock::duration>(pause, reply.ttl + Millis{1});
     if (watch->wait_until(std::min(deadline, later(now, pause)))) bump(metrics_->wakeups);
   }
+}
+
+// The server may have granted at any moment after `sent`, so the lease is only known to run
+// until sent + lease; a reply later than that grants nothing usable, and the key may already
+// be someone else's. Whatever is still ours is given back at once.
+Lease ClientCore::refuse_late_grant(const std::shared_ptr<Backend>& backend, const Key& key,
+                                    const LockSettings& settings, std::string_view name,
+                                    const std::string& owner, Clock::time_point sent,
+                                    Millis lease, NameMetrics& series) {
+  const auto took_ms = std::chrono::duration_cast<Millis>(Clock::now() - sent).count();
+  bump(metrics_->acquire_unavailable);
+  bump(series.unavailable);
+  if (backend->release(key, owner, Millis{0}) == ReleaseOutcome::kUnavailable) {
+    watchdog_->clean_up_after(backend, key, owner, later(Clock::now(), lease));
+  }
+  log(LogLevel::kWarn,
+      "event=grant_too_late name={} key={} backend={} lease_ms={} took_ms={} "
+      "detail=\"the grant arrived after its lease had run out; released\"",
+      name_field(name), printable(key.str()), field(settings.backend), lease.count(), took_ms);
+  return Lease::refused(AcquireStatus::kUnavailable,
+                        fmt::format("the grant arrived {}ms after the request, after its lease of "
+                                    "{}ms had run out; nothing is held",
+                                    took_ms, lease.count()));
 }
 
 ReleaseStatus ClientCore::release(const std::shared_ptr<LeaseState>& lease) noexcept {

@@ -50,6 +50,11 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
               std::uint64_t token, Clock::time_point sent, std::shared_ptr<NameMetrics> series,
               Clock::duration waited);
 
+  Lease refuse_late_grant(const std::shared_ptr<Backend>& backend, const Key& key,
+                          const LockSettings& settings, std::string_view name,
+                          const std::string& owner, Clock::time_point sent, Millis lease,
+                          NameMetrics& series);
+
   const Config config_;
   const std::shared_ptr<Metrics> metrics_;
   std::map<std::string, std::shared_ptr<Backend>> backends_;

@@ -22,6 +22,11 @@ class SingleNode : public ::testing::Test {
     return internal::lock_keys(unique_service(), key.str()).lock;
   }
 
+  // Stops the server from answering anyone for `pause` (CLIENT PAUSE ... ALL).
+  void pause_clients(std::chrono::milliseconds pause) {
+    ASSERT_TRUE(RedisAdmin(server).ok({"CLIENT", "PAUSE", std::to_string(pause.count()), "ALL"}));
+  }
+
   RedisServer server;
 };
 
@@ -349,6 +354,38 @@ TEST_F(SingleNode, ClientPauseTimesOutAndTheLateReplyLeavesNoLockBehind) {
   RedisAdmin after(server);
   EXPECT_EQ(after.integer({"EXISTS", lock_key("paused")}), 0);
   EXPECT_TRUE(client.try_acquire("paused", settings(1s)));
+}
+
+TEST_F(SingleNode, AGrantThatArrivesAfterItsLeaseRanOutIsRefusedAndLeavesNoLock) {
+  Config config = single_node_config(server);
+  config.backends["default"].command_timeout = 2s;
+  Client client(config);
+  ASSERT_TRUE(client.try_acquire("warm-up", settings(1s)));  // the request goes out on a live connection
+  pause_clients(700ms);
+  Lease lease = client.acquire("late", settings(300ms));
+  EXPECT_EQ(lease.status(), AcquireStatus::kUnavailable)
+      << "granted with " << lease.remaining().count() << "ms left";
+  EXPECT_FALSE(lease.error().empty());
+  RedisAdmin after(server);
+  EXPECT_EQ(after.integer({"EXISTS", lock_key("late")}), 0);
+  Client other(single_node_config(server));
+  EXPECT_TRUE(other.try_acquire("late", settings(1s)));
+}
+
+TEST_F(SingleNode, ANestedAcquireIsRefusedWhileTheOuterLeaseHasNoTimeLeft) {
+  Config config = single_node_config(server);
+  config.backends["default"].command_timeout = 2s;
+  Client client(config);
+  Lease outer = client.acquire("nested", settings(300ms));
+  ASSERT_TRUE(outer);
+  // The renewal due at lease/3 waits behind the pause, past the end of the lease.
+  pause_clients(1200ms);
+  std::this_thread::sleep_for(500ms);
+  ASSERT_EQ(outer.remaining().count(), 0);
+  ASSERT_FALSE(outer.lost()) << "the watchdog is still waiting for the renewal";
+  Lease inner = client.try_acquire("nested", settings(300ms));
+  EXPECT_EQ(inner.status(), AcquireStatus::kBusy);
+  EXPECT_NE(inner.error().find("no time left"), std::string::npos) << inner.error();
 }
 
 TEST_F(SingleNode, ScriptFlushIsRecoveredForAcquireRenewAndRelease) {
