@@ -132,6 +132,13 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
                                              : settings.lease;
   std::unique_ptr<ReleaseWatch> watch;
   bool met_busy = false;
+  // Some attempt may have been applied without our knowing (a lost reply, a timeout). Later
+  // attempts use the same owner, so a grant settles it; giving up without one must not
+  // leave that attempt's key behind.
+  bool maybe_applied = false;
+  const auto clean_up_unless_settled = [&](Clock::time_point give_up_at) {
+    if (maybe_applied) watchdog_->clean_up_after(backend, key, owner, later(give_up_at, first_ttl));
+  };
   // Recorded before the Lease is built, so that it is returned without a move (a moved
   // lease cannot be entered again).
   auto record_latency = [&] {
@@ -145,6 +152,7 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
     const auto sent = Clock::now();
     const auto give_up_at = later(sent, backend->config().command_timeout);
     GrantReply reply = backend->acquire(GrantRequest{key, owner, first_ttl, name, give_up_at});
+    maybe_applied = maybe_applied || reply.outcome_unknown;
     switch (reply.kind) {
       case GrantReply::Kind::kAcquired:
         record_latency();
@@ -156,9 +164,7 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
       case GrantReply::Kind::kUnavailable:
         bump(metrics_->acquire_unavailable);
         bump(series->unavailable);
-        if (reply.outcome_unknown) {
-          watchdog_->clean_up_after(backend, key, owner, later(give_up_at, first_ttl));
-        }
+        clean_up_unless_settled(give_up_at);
         log(LogLevel::kWarn, "event=unavailable name={} key={} backend={} waited_ms={} error={}",
             name_field(name), printable(key.str()), field(settings.backend),
             std::chrono::duration_cast<Millis>(Clock::now() - started).count(), field(reply.error));
@@ -174,6 +180,7 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
     if (now >= deadline) {
       bump(metrics_->acquire_busy);
       bump(series->busy);
+      clean_up_unless_settled(give_up_at);
       const auto waited_ms = std::chrono::duration_cast<Millis>(now - started).count();
       // Under on_busy=skip a busy lock is the expected way to lose the race: no warning.
       log(settings.on_busy == OnBusy::kSkip ? LogLevel::kInfo : LogLevel::kWarn,

@@ -10,6 +10,8 @@
 #include "client_core.hpp"
 #include "fixtures.hpp"
 #include "redis/keys.hpp"
+#include "redis/lock_scripts.hpp"
+#include "redis/pool.hpp"
 
 namespace dlock::test {
 namespace {
@@ -386,6 +388,76 @@ TEST_F(SingleNode, ANestedAcquireIsRefusedWhileTheOuterLeaseHasNoTimeLeft) {
   Lease inner = client.try_acquire("nested", settings(300ms));
   EXPECT_EQ(inner.status(), AcquireStatus::kBusy);
   EXPECT_NE(inner.error().find("no time left"), std::string::npos) << inner.error();
+}
+
+// A call whose reply is lost after the server applied it is sent again (pool, cluster and
+// sentinel retries). What the retry finds must be read with that in mind.
+class RetriedCall : public SingleNode {
+ protected:
+  void SetUp() override {
+    SingleNode::SetUp();
+    config_ = single_node_config(server).backends["default"];
+    pool_ = std::make_unique<internal::ConnectionPool>(Endpoint{server.host(), server.port()}, config_);
+    // One idle connection, so that the first attempt below runs on a reused one.
+    ASSERT_TRUE(pool_->run([](internal::Connection& conn) { return conn.command({"PING"}); }).ok());
+  }
+
+  // Runs `first` (whose reply then goes missing, as if the connection broke), then `retry`.
+  internal::Reply applied_then_retried(const internal::ScriptCall& first,
+                                       const internal::ScriptCall& retry) {
+    int attempt = 0;
+    return pool_->run([&](internal::Connection& conn) {
+      if (attempt++ > 0) return retry.run(conn);
+      (void)first.run(conn);
+      return internal::Reply::failed(internal::Reply::Status::kBroken, "the reply was lost");
+    });
+  }
+
+  internal::GrantRequest request(const Key& key, std::string_view owner) {
+    return internal::GrantRequest{key, owner, 30s, "retried", Clock::now() + 1s};
+  }
+
+  const internal::LockKeys keys_ = internal::lock_keys(unique_service(), "retried");
+  BackendConfig config_;
+  std::unique_ptr<internal::ConnectionPool> pool_;
+};
+
+TEST_F(RetriedCall, ALateRetryOfAnAcquireThatHadBeenAppliedLeavesNoLockBehind) {
+  const Key key("retried");
+  const auto ours = request(key, "owner-1");
+  // The retry reaches the server after the caller's not-after time (1 us past the epoch).
+  const internal::GrantReply grant = internal::grant_of(applied_then_retried(
+      internal::acquire_call(keys_, ours, 30s, 0), internal::acquire_call(keys_, ours, 30s, 1)));
+  RedisAdmin admin(server);
+  const bool nothing_held = admin.integer({"EXISTS", keys_.lock}) == 0;
+  EXPECT_EQ(grant.kind, internal::GrantReply::Kind::kUnavailable);
+  EXPECT_TRUE(nothing_held || grant.outcome_unknown)
+      << "'nothing was taken', yet the first attempt's key is held for "
+      << admin.integer({"PTTL", keys_.lock}) << "ms by nobody";
+}
+
+TEST_F(RetriedCall, ABusyAnswerAfterABrokenAttemptLeavesTheOutcomeUnknown) {
+  const Key key("retried");
+  const auto ours = request(key, "owner-1");
+  const auto theirs = request(key, "owner-2");
+  // The first attempt may have been applied for all the caller knows; here another owner
+  // took the key in between, so the retry answers busy.
+  const internal::GrantReply grant = internal::grant_of(applied_then_retried(
+      internal::acquire_call(keys_, theirs, 30s, 0), internal::acquire_call(keys_, ours, 30s, 0)));
+  EXPECT_EQ(grant.kind, internal::GrantReply::Kind::kBusy);
+  EXPECT_TRUE(grant.outcome_unknown);
+}
+
+TEST_F(RetriedCall, ARetriedReleaseThatHadBeenAppliedCountsAsReleased) {
+  const Key key("retried");
+  const auto ours = request(key, "owner-1");
+  ASSERT_EQ(internal::grant_of(pool_->run([&](internal::Connection& conn) {
+              return internal::acquire_call(keys_, ours, 30s, 0).run(conn);
+            })).kind,
+            internal::GrantReply::Kind::kAcquired);
+  const auto release = internal::release_call(keys_, "owner-1", 0ms);
+  EXPECT_EQ(internal::release_outcome_of(applied_then_retried(release, release)),
+            internal::ReleaseOutcome::kReleased);
 }
 
 TEST_F(SingleNode, ScriptFlushIsRecoveredForAcquireRenewAndRelease) {

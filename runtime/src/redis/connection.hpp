@@ -54,6 +54,16 @@ class Reply {
 
   [[nodiscard]] Status status() const noexcept { return status_; }
   [[nodiscard]] bool ok() const noexcept { return status_ == Status::kOk; }
+  /// An earlier attempt of the same call was sent and may have been applied (it broke or
+  /// timed out, or followed such an attempt itself), so this reply may not tell the whole
+  /// story: a key found gone may be one that attempt released, a busy answer may hide a
+  /// grant that attempt made.
+  [[nodiscard]] bool after_uncertain_attempt() const noexcept { return after_uncertain_; }
+  /// Sets after_uncertain_attempt() when `earlier` was uncertain itself or followed one.
+  void follow(const Reply& earlier) noexcept {
+    after_uncertain_ = after_uncertain_ || earlier.after_uncertain_ ||
+                       earlier.status_ == Status::kBroken || earlier.status_ == Status::kTimeout;
+  }
   [[nodiscard]] const std::string& error() const noexcept { return error_; }
   [[nodiscard]] const redisReply* get() const noexcept { return raw_.get(); }
 
@@ -75,6 +85,7 @@ class Reply {
     void operator()(redisReply* r) const noexcept;
   };
   Status status_ = Status::kBroken;
+  bool after_uncertain_ = false;
   std::string error_;
   std::unique_ptr<redisReply, Free> raw_;
 };

@@ -129,17 +129,22 @@ class MasterBackend final : public RoutedBackend {
   template <typename Call>
   Reply on_master(Clock::time_point deadline, const Call& call) {
     MasterLocator::Master master = locator_->current(deadline);
+    Reply earlier = Reply::failed(Reply::Status::kNotSent, {});  // what the last master answered
     for (;;) {
       if (!master.pool) {
-        return Reply::failed(Reply::Status::kNotSent,
-                             fmt::format("no master for backend '{}': {}", config_.name, master.error));
+        Reply none = Reply::failed(Reply::Status::kNotSent,
+                                   fmt::format("no master for backend '{}': {}", config_.name, master.error));
+        none.follow(earlier);
+        return none;
       }
       last_generation_ = master.generation;
       Reply reply = master.pool->run([&](Connection& conn) { return call(conn); });
+      reply.follow(earlier);
       if (!wrong_master(reply) || Clock::now() >= deadline) return reply;
       MasterLocator::Master next = locator_->relocate(master.generation, deadline);
       if (!next.pool || next.generation == master.generation) return reply;
       master = std::move(next);
+      earlier = std::move(reply);
     }
   }
 
