@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "client_core.hpp"
+#include "dlock/admin.hpp"
 #include "fixtures.hpp"
 #include "redis/keys.hpp"
 #include "redis/lock_scripts.hpp"
@@ -314,6 +315,28 @@ TEST_F(SingleNode, WaitersGetTheLockByPollingWhenNotificationsAreRefused) {
   const auto handoff = std::chrono::duration_cast<std::chrono::milliseconds>(acquired_at - released);
   EXPECT_LE(handoff.count(), 300 + 200) << "polling must hand over within about poll_interval";
   EXPECT_EQ(waiter_client.metrics().wakeups, 0u) << "no notification can have woken it";
+}
+
+TEST_F(SingleNode, AForcedReleaseWithoutChannelRightsIsReportedAndAudited) {
+  // A Redis 7 ACL user without channel permissions: the forced release's notification is
+  // refused, which must not turn the release into an error or lose its audit entry.
+  RedisAdmin admin(server);
+  admin.command({"ACL", "SETUSER", "no-channels", "on", ">secret", "~*", "+@all", "resetchannels"});
+  Config config = single_node_config(server);
+  Client holder(config);
+  Lease held = holder.acquire("stuck", settings(30s));
+  ASSERT_TRUE(held);
+  config.backends["default"].username = "no-channels";
+  config.backends["default"].password = "secret";
+  const Admin operator_admin{Client(config)};
+  std::optional<LockInfo> removed;
+  EXPECT_NO_THROW(removed = operator_admin.force_release("stuck", "stuck after a crash"));
+  ASSERT_TRUE(removed.has_value());
+  EXPECT_EQ(removed->token, held.token());
+  const auto history = operator_admin.history();
+  ASSERT_EQ(history.size(), 1u);
+  EXPECT_EQ(history[0].note, "stuck after a crash");
+  EXPECT_EQ(history[0].token, held.token());
 }
 
 TEST_F(SingleNode, ServerDownFailsAsUnavailableWithinTheTimeouts) {
