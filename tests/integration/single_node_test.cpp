@@ -1,7 +1,12 @@
 // The single-node Redis backend against a real redis-server: processes, kills, pauses,
 // restarts, lost keys, notifications and awkward keys.
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <fstream>
@@ -337,6 +342,109 @@ TEST_F(SingleNode, AForcedReleaseWithoutChannelRightsIsReportedAndAudited) {
   ASSERT_EQ(history.size(), 1u);
   EXPECT_EQ(history[0].note, "stuck after a crash");
   EXPECT_EQ(history[0].token, held.token());
+}
+
+// A loopback server that speaks just enough RESP to pass for a Redis of `version`: INFO
+// gives the version, TIME a time, anything else +OK. Serves one connection at a time until
+// destroyed; every wait is bounded by a poll timeout.
+class FakeRedis {
+ public:
+  explicit FakeRedis(std::string version) : version_(std::move(version)) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    if (::bind(listener_, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
+        ::listen(listener_, 4) != 0 ||
+        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      throw std::runtime_error("FakeRedis: cannot listen on loopback");
+    }
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~FakeRedis() {
+    stop_ = true;
+    thread_.join();
+    ::close(listener_);
+  }
+  [[nodiscard]] int port() const { return port_; }
+
+ private:
+  static bool readable(int fd) {
+    pollfd p{fd, POLLIN, 0};
+    return ::poll(&p, 1, 50) == 1;
+  }
+  void serve() {
+    while (!stop_) {
+      if (!readable(listener_)) continue;
+      const int conn = ::accept(listener_, nullptr, nullptr);
+      if (conn < 0) continue;
+      std::string pending;
+      char buffer[4096];
+      while (!stop_) {
+        if (!readable(conn)) continue;
+        const ssize_t n = ::read(conn, buffer, sizeof buffer);
+        if (n <= 0) break;
+        pending.append(buffer, static_cast<std::size_t>(n));
+        answer(conn, pending);
+      }
+      ::close(conn);
+    }
+  }
+  // Answers each complete command in `pending` (arrays of bulk strings) and drops it.
+  void answer(int conn, std::string& pending) {
+    for (;;) {
+      std::size_t at = 0;
+      std::vector<std::string> argv;
+      if (pending.empty() || pending[0] != '*') return;
+      std::size_t eol = pending.find("\r\n");
+      if (eol == std::string::npos) return;
+      const int count = std::stoi(pending.substr(1, eol - 1));
+      at = eol + 2;
+      for (int i = 0; i < count; ++i) {
+        eol = pending.find("\r\n", at);
+        if (eol == std::string::npos) return;
+        const std::size_t size = std::stoul(pending.substr(at + 1, eol - at - 1));
+        if (pending.size() < eol + 2 + size + 2) return;
+        argv.push_back(pending.substr(eol + 2, size));
+        at = eol + 2 + size + 2;
+      }
+      pending.erase(0, at);
+      std::string reply = "+OK\r\n";
+      if (!argv.empty() && argv[0] == "INFO") {
+        const std::string info = "# Server\r\nredis_version:" + version_ + "\r\n";
+        reply = "$" + std::to_string(info.size()) + "\r\n" + info + "\r\n";
+      } else if (!argv.empty() && argv[0] == "TIME") {
+        reply = "*2\r\n$10\r\n1700000000\r\n$1\r\n0\r\n";
+      }
+      (void)!::write(conn, reply.data(), reply.size());
+    }
+  }
+
+  const std::string version_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+TEST(ServerVersion, ARedisOlderThanSevenIsRefusedWithAClearError) {
+  FakeRedis old_server("6.2.14");
+  Config config;
+  config.service = unique_service();
+  BackendConfig backend;
+  backend.name = "default";
+  backend.topology = Topology::kSingle;
+  backend.endpoints = {Endpoint{"127.0.0.1", old_server.port()}};
+  backend.connect_timeout = 500ms;
+  backend.command_timeout = 500ms;
+  config.backends["default"] = backend;
+  Client client(config);
+  Lease lease = client.try_acquire("k", settings(5s));
+  EXPECT_EQ(lease.status(), AcquireStatus::kUnavailable);
+  EXPECT_NE(lease.error().find("Redis 6.2.14"), std::string::npos) << lease.error();
+  EXPECT_NE(lease.error().find("needs Redis 7.0 or later"), std::string::npos) << lease.error();
 }
 
 TEST_F(SingleNode, ServerDownFailsAsUnavailableWithinTheTimeouts) {

@@ -187,8 +187,34 @@ std::unique_ptr<Connection> Connection::open(const Endpoint& endpoint, const Bac
       return nullptr;
     }
   }
-  if (!conn->measure_clock(error)) return nullptr;
+  if (!conn->check_version(error) || !conn->measure_clock(error)) return nullptr;
   return conn;
+}
+
+// Before 7.0, an error raised inside a script (READONLY from a demoted master, say) comes
+// back as "ERR Error running script", so a moved master cannot be told from the reply.
+bool Connection::check_version(std::string& error) {
+  Reply info = command({"INFO", "server"});
+  if (!info.ok() || info.is_error()) {
+    error = fmt::format("INFO on {} failed: {}", to_string(endpoint_),
+                        info.ok() ? std::string(info.text()) : info.error());
+    return false;
+  }
+  constexpr std::string_view kField = "redis_version:";
+  const std::string_view text = info.text();
+  const std::size_t at = text.find(kField);
+  if (at == std::string_view::npos) return true;  // not said: nothing to hold against it
+  const std::size_t start = at + kField.size();
+  const std::string_view version = text.substr(start, text.find_first_of("\r\n", start) - start);
+  int major = 0;
+  std::size_t digits = 0;
+  for (; digits < version.size() && version[digits] >= '0' && version[digits] <= '9' && major < 1000; ++digits) {
+    major = major * 10 + (version[digits] - '0');
+  }
+  if (digits == 0 || major >= kMinimumRedisMajor) return true;
+  error = fmt::format("{} runs Redis {}: dlock needs Redis {}.0 or later", to_string(endpoint_),
+                      version.substr(0, 32), kMinimumRedisMajor);
+  return false;
 }
 
 Connection::~Connection() { redisFree(ctx_); }

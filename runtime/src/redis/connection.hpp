@@ -94,6 +94,10 @@ class Reply {
 /// reply is not two decimal strings.
 [[nodiscard]] std::optional<std::int64_t> server_time_us_of(const Reply& reply);
 
+/// The oldest Redis a data server may run: from 7.0 on, an error raised inside a script keeps
+/// its code (READONLY, MASTERDOWN), which is how a demoted master is noticed.
+inline constexpr int kMinimumRedisMajor = 7;
+
 /// A data server has a dataset and a clock; a sentinel has neither (no SELECT, no TIME).
 enum class ServerKind { kData, kSentinel };
 
@@ -136,6 +140,8 @@ class Connection {
   Connection(redisContext* ctx, Endpoint endpoint) : ctx_(ctx), endpoint_(std::move(endpoint)) {}
   Reply fail_from_context();
   bool measure_clock(std::string& error);
+  /// Refuses a data server older than kMinimumRedisMajor (from INFO server).
+  bool check_version(std::string& error);
   /// Sends what hiredis has buffered with send(MSG_NOSIGNAL), so that a server that closed
   /// the connection gives EPIPE rather than a SIGPIPE, without changing the thread's signal
   /// mask (which costs system calls on every command). Returns 0, or the errno.
