@@ -447,6 +447,31 @@ TEST(ServerVersion, ARedisOlderThanSevenIsRefusedWithAClearError) {
   EXPECT_NE(lease.error().find("needs Redis 7.0 or later"), std::string::npos) << lease.error();
 }
 
+// The sockets a program started now with fork+exec would inherit (popen runs /bin/sh).
+int sockets_inherited_by_a_child() {
+  std::FILE* child = ::popen("for f in /proc/$$/fd/*; do readlink \"$f\"; done", "r");
+  if (child == nullptr) return -1;
+  int sockets = 0;
+  char line[256];
+  while (std::fgets(line, sizeof line, child) != nullptr) {
+    if (std::string_view(line).rfind("socket:", 0) == 0) ++sockets;
+  }
+  ::pclose(child);
+  return sockets;
+}
+
+TEST_F(SingleNode, AProgramStartedWithForkAndExecInheritsNoConnection) {
+  const int before = sockets_inherited_by_a_child();
+  ASSERT_GE(before, 0);
+  Client client(single_node_config(server));
+  Lease lease = client.acquire("held", settings(5s));
+  ASSERT_TRUE(lease);
+  Client other(single_node_config(server));
+  // A waiter subscribes for release notifications: one more connection.
+  EXPECT_EQ(other.acquire("held", settings(5s, 300ms)).status(), AcquireStatus::kBusy);
+  EXPECT_EQ(sockets_inherited_by_a_child(), before);
+}
+
 TEST_F(SingleNode, ServerDownFailsAsUnavailableWithinTheTimeouts) {
   Config config = single_node_config(server);
   server.stop();

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -163,6 +164,9 @@ std::unique_ptr<Connection> Connection::open(const Endpoint& endpoint, const Bac
     redisFree(ctx);
     return nullptr;
   }
+  // A program the application starts with fork+exec must not inherit lock connections
+  // (hiredis 0.14 cannot open them with SOCK_CLOEXEC).
+  ::fcntl(ctx->fd, F_SETFD, ::fcntl(ctx->fd, F_GETFD) | FD_CLOEXEC);
   redisSetTimeout(ctx, to_timeval(config.command_timeout));
   redisEnableKeepAlive(ctx);
   std::unique_ptr<Connection> conn(new Connection(ctx, endpoint));
