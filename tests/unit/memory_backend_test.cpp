@@ -16,13 +16,8 @@ using namespace std::chrono_literals;
 std::size_t heap_in_use() { return ::mallinfo2().uordblks; }
 
 Config memory_config() {
-  Config config;
-  config.service = "memory-backend-test";
-  BackendConfig backend;
-  backend.name = "default";
-  backend.topology = Topology::kMemory;
-  config.backends["default"] = backend;
-  return config;
+  return parse_config("service: memory-backend-test\nbackends:\n  default: {topology: memory}\n",
+                      "<memory_backend_test>");
 }
 
 // Every distinct key ever locked used to leave an entry behind (its fencing counter, and the
