@@ -344,12 +344,14 @@ TEST_F(SingleNode, AForcedReleaseWithoutChannelRightsIsReportedAndAudited) {
   EXPECT_EQ(history[0].token, held.token());
 }
 
-// A loopback server that speaks just enough RESP to pass for a Redis of `version`: INFO
-// gives the version, TIME a time, anything else +OK. Serves one connection at a time until
-// destroyed; every wait is bounded by a poll timeout.
+// A loopback server that speaks just enough RESP for a test: each command (an array of
+// bulk strings) is answered with what `answer` returns, already RESP-encoded. Serves one
+// connection at a time until destroyed; every wait is bounded by a poll timeout.
 class FakeRedis {
  public:
-  explicit FakeRedis(std::string version) : version_(std::move(version)) {
+  using Answer = std::function<std::string(const std::vector<std::string>& argv)>;
+
+  explicit FakeRedis(Answer answer) : answer_(std::move(answer)) {
     listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in address{};
     address.sin_family = AF_INET;
@@ -411,36 +413,63 @@ class FakeRedis {
         at = eol + 2 + size + 2;
       }
       pending.erase(0, at);
-      std::string reply = "+OK\r\n";
-      if (!argv.empty() && argv[0] == "INFO") {
-        const std::string info = "# Server\r\nredis_version:" + version_ + "\r\n";
-        reply = "$" + std::to_string(info.size()) + "\r\n" + info + "\r\n";
-      } else if (!argv.empty() && argv[0] == "TIME") {
-        reply = "*2\r\n$10\r\n1700000000\r\n$1\r\n0\r\n";
-      }
+      const std::string reply = argv.empty() ? std::string("+OK\r\n") : answer_(argv);
       (void)!::write(conn, reply.data(), reply.size());
     }
   }
 
-  const std::string version_;
+  const Answer answer_;
   int listener_ = -1;
   int port_ = 0;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
 
-TEST(ServerVersion, ARedisOlderThanSevenIsRefusedWithAClearError) {
-  FakeRedis old_server("6.2.14");
+std::string bulk(const std::string& text) {
+  return "$" + std::to_string(text.size()) + "\r\n" + text + "\r\n";
+}
+
+// Answers INFO with `version`, TIME with `now_us()`, acquire.lua (8 arguments) as the script
+// would with no lock held, anything else with 1.
+FakeRedis::Answer redis_like(std::string version, std::function<std::int64_t()> now_us) {
+  return [version = std::move(version), now_us = std::move(now_us)](const std::vector<std::string>& argv) {
+    if (argv[0] == "INFO") return bulk("# Server\r\nredis_version:" + version + "\r\n");
+    if (argv[0] == "TIME") {
+      const std::int64_t now = now_us();
+      return "*2\r\n" + bulk(std::to_string(now / 1000000)) + bulk(std::to_string(now % 1000000));
+    }
+    constexpr std::size_t kNotAfter = 7;  // EVALSHA sha 2 lock fence owner lease not-after ...
+    if ((argv[0] == "EVALSHA" || argv[0] == "EVAL") && argv.size() == 13) {
+      const std::int64_t not_after = std::stoll(argv[kNotAfter]);
+      if (not_after > 0 && now_us() > not_after) return std::string("*2\r\n:-1\r\n:0\r\n");
+      return "*2\r\n:1\r\n:" + std::to_string(now_us()) + "\r\n";
+    }
+    return std::string(":1\r\n");
+  };
+}
+
+std::int64_t wall_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Config fake_config(const FakeRedis& fake) {
   Config config;
   config.service = unique_service();
   BackendConfig backend;
   backend.name = "default";
   backend.topology = Topology::kSingle;
-  backend.endpoints = {Endpoint{"127.0.0.1", old_server.port()}};
+  backend.endpoints = {Endpoint{"127.0.0.1", fake.port()}};
   backend.connect_timeout = 500ms;
   backend.command_timeout = 500ms;
   config.backends["default"] = backend;
-  Client client(config);
+  return config;
+}
+
+TEST(ServerVersion, ARedisOlderThanSevenIsRefusedWithAClearError) {
+  FakeRedis old_server(redis_like("6.2.14", wall_us));
+  Client client(fake_config(old_server));
   Lease lease = client.try_acquire("k", settings(5s));
   EXPECT_EQ(lease.status(), AcquireStatus::kUnavailable);
   EXPECT_NE(lease.error().find("Redis 6.2.14"), std::string::npos) << lease.error();
@@ -470,6 +499,26 @@ TEST_F(SingleNode, AProgramStartedWithForkAndExecInheritsNoConnection) {
   // A waiter subscribes for release notifications: one more connection.
   EXPECT_EQ(other.acquire("held", settings(5s, 300ms)).status(), AcquireStatus::kBusy);
   EXPECT_EQ(sockets_inherited_by_a_child(), before);
+}
+
+// The client maps its deadline to the server's clock with an offset measured on connect. A
+// server clock that steps forward (ntp, a restored VM) must not leave every later acquire
+// on that connection "too late".
+TEST(ServerClock, AnAcquireAfterTheServerClockSteppedForwardSucceedsAgain) {
+  std::atomic<std::int64_t> step_us{0};
+  FakeRedis server(redis_like("7.0.15", [&] { return wall_us() + step_us.load(); }));
+  Client client(fake_config(server));
+  ASSERT_TRUE(client.try_acquire("before-the-step", settings(5s)));
+  step_us = 5'000'000;
+  int refused = 0;
+  bool granted = false;
+  for (int attempt = 0; attempt < 3 && !granted; ++attempt) {
+    Lease lease = client.try_acquire("after-the-step-" + std::to_string(attempt), settings(5s));
+    granted = static_cast<bool>(lease);
+    if (!granted) ++refused;
+  }
+  EXPECT_TRUE(granted) << "every acquire after the step was answered too late";
+  EXPECT_LE(refused, 1);
 }
 
 TEST_F(SingleNode, ServerDownFailsAsUnavailableWithinTheTimeouts) {

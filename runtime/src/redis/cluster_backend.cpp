@@ -94,8 +94,10 @@ class ClusterBackend final : public RoutedBackend {
   GrantReply acquire(const GrantRequest& request) override {
     const LockKeys keys = lock_keys(service_, request.key.str());
     return grant_of(routed(key_slot(keys.lock), request.give_up_at, [&](Connection& conn, bool asking) {
-      return acquire_call(keys, request, request.lease, conn.server_time_us(request.give_up_at))
-          .run(conn, asking);
+      Reply reply = acquire_call(keys, request, request.lease, conn.server_time_us(request.give_up_at))
+                        .run(conn, asking);
+      if (arrived_too_late(reply)) conn.distrust_clock();
+      return reply;
     }));
   }
 

@@ -234,6 +234,8 @@ bool Connection::measure_clock(std::string& error) {
     return false;
   }
   server_offset_us_ = *server_us - (steady_us(before) + steady_us(after)) / 2;
+  clock_measured_at_ = after;
+  clock_trusted_ = true;
   return true;
 }
 
@@ -255,7 +257,11 @@ std::optional<std::int64_t> server_time_us_of(const Reply& reply) {
   return parts[0] * 1000000 + parts[1];
 }
 
-std::int64_t Connection::server_time_us(Clock::time_point at) const noexcept {
+std::int64_t Connection::server_time_us(Clock::time_point at) {
+  if (!clock_trusted_ || Clock::now() - clock_measured_at_ >= kClockRemeasure) {
+    std::string ignored;  // a failed TIME breaks the connection; the caller's command says so
+    (void)measure_clock(ignored);
+  }
   return steady_us(at) + server_offset_us_;
 }
 

@@ -94,6 +94,10 @@ class Reply {
 /// reply is not two decimal strings.
 [[nodiscard]] std::optional<std::int64_t> server_time_us_of(const Reply& reply);
 
+/// How long a server-clock estimate is used before it is measured again: server clocks can
+/// step (ntp, a restored VM) and a client's steady clock can stop in a suspend.
+inline constexpr std::chrono::minutes kClockRemeasure{1};
+
 /// The oldest Redis a data server may run: from 7.0 on, an error raised inside a script keeps
 /// its code (READONLY, MASTERDOWN), which is how a demoted master is noticed.
 inline constexpr int kMinimumRedisMajor = 7;
@@ -130,9 +134,14 @@ class Connection {
 
   /// After a timeout or an I/O error the connection is out of step and must be dropped.
   [[nodiscard]] bool broken() const noexcept { return broken_; }
-  /// Server clock (microseconds since the epoch) at the given steady time, estimated at
-  /// connect time from TIME and the round trip.
-  [[nodiscard]] std::int64_t server_time_us(Clock::time_point at) const noexcept;
+  /// Server clock (microseconds since the epoch) at the given steady time, estimated from
+  /// TIME and the round trip: at connect time, again once the estimate is older than
+  /// kClockRemeasure, and again after distrust_clock(). Measuring again costs one TIME; if it
+  /// fails, the last estimate stands.
+  [[nodiscard]] std::int64_t server_time_us(Clock::time_point at);
+  /// The server's answer suggests the estimate is off (an acquire "arrived too late"): the
+  /// next server_time_us() measures again.
+  void distrust_clock() noexcept { clock_trusted_ = false; }
   [[nodiscard]] redisContext* raw() noexcept { return ctx_; }
   [[nodiscard]] const Endpoint& endpoint() const noexcept { return endpoint_; }
 
@@ -151,6 +160,8 @@ class Connection {
   Endpoint endpoint_;
   bool broken_ = false;
   std::int64_t server_offset_us_ = 0;  // server time minus steady time
+  Clock::time_point clock_measured_at_{};
+  bool clock_trusted_ = false;
 };
 
 /// Blocks SIGPIPE on this thread while hiredis writes (where a write does not go through

@@ -80,6 +80,11 @@ GrantReply grant_of(const Reply& reply) {
   return out;
 }
 
+bool arrived_too_late(const Reply& reply) {
+  long long code = 0;
+  return reply.ok() && !reply.is_error() && element_integer(reply, 0, code) && code == -1;
+}
+
 RenewOutcome renew_outcome_of(const Reply& reply) {
   if (!reply.ok() || !reply.is_integer()) return RenewOutcome::kUnavailable;
   switch (reply.integer()) {

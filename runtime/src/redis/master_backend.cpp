@@ -49,6 +49,7 @@ class MasterBackend final : public RoutedBackend {
       ScriptCall acquire = acquire_call(keys, request, request.lease,
                                         conn.server_time_us(request.give_up_at));
       std::vector<Reply> replies = run_pipeline(conn, {&acquire}, wait_command());
+      if (arrived_too_late(replies[0])) conn.distrust_clock();
       if (config_.wait_replicas == 0 || grant_of(replies[0]).kind != GrantReply::Kind::kAcquired) {
         return std::move(replies[0]);
       }
