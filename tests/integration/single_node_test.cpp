@@ -10,6 +10,8 @@
 
 #include <atomic>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <thread>
 
 #include "client_core.hpp"
@@ -345,8 +347,10 @@ TEST_F(SingleNode, AForcedReleaseWithoutChannelRightsIsReportedAndAudited) {
 }
 
 // A loopback server that speaks just enough RESP for a test: each command (an array of
-// bulk strings) is answered with what `answer` returns, already RESP-encoded. Serves one
-// connection at a time until destroyed; every wait is bounded by a poll timeout.
+// bulk strings) is answered with what `answer` returns, already RESP-encoded; an empty
+// answer closes the connection instead, as a server or network failing after the command
+// arrived would. Serves one connection at a time until destroyed; every wait is bounded by
+// a poll timeout.
 class FakeRedis {
  public:
   using Answer = std::function<std::string(const std::vector<std::string>& argv)>;
@@ -389,31 +393,33 @@ class FakeRedis {
         const ssize_t n = ::read(conn, buffer, sizeof buffer);
         if (n <= 0) break;
         pending.append(buffer, static_cast<std::size_t>(n));
-        answer(conn, pending);
+        if (!answer(conn, pending)) break;
       }
       ::close(conn);
     }
   }
   // Answers each complete command in `pending` (arrays of bulk strings) and drops it.
-  void answer(int conn, std::string& pending) {
+  // Returns false when the connection is to be closed.
+  bool answer(int conn, std::string& pending) {
     for (;;) {
       std::size_t at = 0;
       std::vector<std::string> argv;
-      if (pending.empty() || pending[0] != '*') return;
+      if (pending.empty() || pending[0] != '*') return true;
       std::size_t eol = pending.find("\r\n");
-      if (eol == std::string::npos) return;
+      if (eol == std::string::npos) return true;
       const int count = std::stoi(pending.substr(1, eol - 1));
       at = eol + 2;
       for (int i = 0; i < count; ++i) {
         eol = pending.find("\r\n", at);
-        if (eol == std::string::npos) return;
+        if (eol == std::string::npos) return true;
         const std::size_t size = std::stoul(pending.substr(at + 1, eol - at - 1));
-        if (pending.size() < eol + 2 + size + 2) return;
+        if (pending.size() < eol + 2 + size + 2) return true;
         argv.push_back(pending.substr(eol + 2, size));
         at = eol + 2 + size + 2;
       }
       pending.erase(0, at);
       const std::string reply = argv.empty() ? std::string("+OK\r\n") : answer_(argv);
+      if (reply.empty()) return false;
       (void)!::write(conn, reply.data(), reply.size());
     }
   }
@@ -499,6 +505,42 @@ TEST_F(SingleNode, AProgramStartedWithForkAndExecInheritsNoConnection) {
   // A waiter subscribes for release notifications: one more connection.
   EXPECT_EQ(other.acquire("held", settings(5s, 300ms)).status(), AcquireStatus::kBusy);
   EXPECT_EQ(sockets_inherited_by_a_child(), before);
+}
+
+// The first attempt's reply is lost (the connection drops after the command arrived), the
+// retry finds the key busy: the first attempt may have taken it after all, so giving up
+// must clean up its owner id rather than leave a key held by nobody.
+TEST(LostReply, ABusyAnswerAfterALostReplyCleansUpTheFirstAttempt) {
+  std::mutex mutex;
+  int acquires = 0;
+  std::vector<std::string> released_owners;
+  std::string acquiring_owner;
+  FakeRedis server([&, redis = redis_like("7.0.15", wall_us)](const std::vector<std::string>& argv) {
+    const bool script = argv[0] == "EVALSHA" || argv[0] == "EVAL";
+    if (!script || argv[3].find("orphan") == std::string::npos) return redis(argv);
+    std::lock_guard lock(mutex);
+    constexpr std::size_t kOwner = 5;  // EVALSHA sha 2 lock fence owner ...
+    if (argv.size() == 13) {  // acquire.lua
+      acquiring_owner = argv[kOwner];
+      return ++acquires == 1 ? std::string() : std::string("*2\r\n:0\r\n:20000\r\n");
+    }
+    released_owners.push_back(argv[kOwner]);
+    return std::string(":1\r\n");
+  });
+  Client client(fake_config(server));
+  ASSERT_TRUE(client.try_acquire("warm-up", settings(5s)));  // the first attempt reuses this connection
+  Lease lease = client.try_acquire("orphan", settings(5s));
+  EXPECT_EQ(lease.status(), AcquireStatus::kBusy);
+  const bool cleaned = wait_until(
+      [&] {
+        std::lock_guard lock(mutex);
+        return !released_owners.empty();
+      },
+      3s);
+  std::lock_guard lock(mutex);
+  EXPECT_EQ(acquires, 2) << "one attempt whose reply was lost, one retry";
+  ASSERT_TRUE(cleaned) << "no release was sent for the first attempt's owner id";
+  EXPECT_EQ(released_owners[0], acquiring_owner);
 }
 
 // The client maps its deadline to the server's clock with an offset measured on connect. A
