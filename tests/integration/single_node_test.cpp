@@ -563,6 +563,18 @@ TEST(ServerClock, AnAcquireAfterTheServerClockSteppedForwardSucceedsAgain) {
   EXPECT_LE(refused, 1);
 }
 
+TEST_F(SingleNode, AUserNotAllowedToRunInfoCanStillLock) {
+  // The version check at connect needs INFO; an ACL user without it skips the check.
+  RedisAdmin admin(server);
+  admin.command({"ACL", "SETUSER", "no-info", "on", ">secret", "~*", "&*", "+@all", "-info"});
+  Config config = single_node_config(server);
+  config.backends["default"].username = "no-info";
+  config.backends["default"].password = "secret";
+  Client client(config);
+  Lease lease = client.try_acquire("k", settings(5s));
+  EXPECT_TRUE(lease) << lease.error();
+}
+
 TEST_F(SingleNode, ServerDownFailsAsUnavailableWithinTheTimeouts) {
   Config config = single_node_config(server);
   server.stop();
