@@ -24,6 +24,8 @@
 #include <vector>
 
 #include "dlock/config.hpp"
+#include "log.hpp"
+#include "values.hpp"
 
 namespace dlock {
 namespace internal {
@@ -355,6 +357,13 @@ class Loader {
     throw ConfigError(fmt::format("{}: error: {}: {}", where, path, message));
   }
 
+  // A setting that works but is probably not what was meant, logged where it was written.
+  void warn(const YAML::Mark& mark, std::string_view path, std::string_view message) const {
+    std::string where = source_;
+    if (!mark.is_null()) where += fmt::format(":{}:{}", mark.line + 1, mark.column + 1);
+    log(LogLevel::kWarn, "{}: warning: {}: {}", where, path, message);
+  }
+
   // Refuses a stream of several documents. yaml-cpp 0.7 can also get stuck on a stray ','
   // outside brackets and report empty documents at that spot forever (jbeder/yaml-cpp#1040):
   // YAML::LoadAll then fills memory and YAML::Load passes the garbage off as an empty file.
@@ -400,8 +409,9 @@ class Loader {
     if (backends_entry != nullptr && backends_entry->value.IsNull()) backends_entry = nullptr;
     if (backends_entry != nullptr) config.backends = backends(*backends_entry);
     if (const Entry* item = find_entry(items, "defaults")) {
-      config.defaults = overrides(*item, config.backends);
+      config.defaults = overrides(*item, config.backends, kDefaultBackend);
     }
+    const std::string fallback_backend = config.defaults.backend.value_or(std::string(kDefaultBackend));
     if (backends_entry != nullptr && !config.defaults.backend &&
         config.backends.find(std::string(kDefaultBackend)) == config.backends.end()) {
       // Caught here rather than at the first guard's resolve(), long after start-up.
@@ -409,10 +419,10 @@ class Loader {
            "no backend named 'default'; add one or set defaults.backend");
     }
     if (const Entry* item = find_entry(items, "policies")) {
-      config.policies = named_overrides(*item, "policy", config.backends);
+      config.policies = named_overrides(*item, "policy", config.backends, fallback_backend);
     }
     if (const Entry* item = find_entry(items, "locks")) {
-      config.locks = named_overrides(*item, "guard", config.backends);
+      config.locks = named_overrides(*item, "guard", config.backends, fallback_backend);
     }
     return config;
   }
@@ -476,17 +486,34 @@ class Loader {
   // `${NAME}` from the environment; `$${` is a literal `${`. Messages never quote the text,
   // which may be a password.
   std::string expand(std::string_view text, const YAML::Mark& mark, const std::string& path) const {
+    return *expand_around(text, mark, path,
+                          [](std::string_view literal) { return std::string(literal); });
+  }
+
+  // expand(), with the text around the references (not the values) passed through `literal`;
+  // nullopt when `literal` refuses a piece.
+  template <typename Literal>
+  std::optional<std::string> expand_around(std::string_view text, const YAML::Mark& mark,
+                                           const std::string& path, Literal literal) const {
     std::string out;
+    std::string pending;
+    const auto flush = [&] {
+      std::optional<std::string> value = literal(pending);
+      pending.clear();
+      if (value) out += *value;
+      return value.has_value();
+    };
     for (std::size_t i = 0; i < text.size();) {
       if (text.compare(i, 3, "$${") == 0) {
-        out += "${";
+        pending += "${";
         i += 3;
         continue;
       }
       if (text.compare(i, 2, "${") != 0) {
-        out.push_back(text[i++]);
+        pending.push_back(text[i++]);
         continue;
       }
+      if (!flush()) return std::nullopt;
       const std::size_t close = text.find('}', i + 2);
       const std::string_view name =
           close == std::string_view::npos ? std::string_view() : text.substr(i + 2, close - i - 2);
@@ -502,6 +529,7 @@ class Loader {
       out += value;
       i = close + 1;
     }
+    if (!flush()) return std::nullopt;
     return out;
   }
 
@@ -606,10 +634,23 @@ class Loader {
     return value;
   }
 
-  ParsedAddress address(const std::string& text, const YAML::Mark& mark,
-                        const std::string& path) const {
+  // A URL is split into its parts before `${NAME}` is expanded in each, so that a value from
+  // the environment is taken as it is: never percent-decoded, and a '/' or '@' in it cannot
+  // change the split. Without "://" in the file (`${REDIS_URL}`, `${HOST}:6379`) the
+  // expanded text is parsed as a whole.
+  ParsedAddress address(const Entry& item, std::string_view expected, const YAML::Mark& mark) const {
+    const std::string& path = item.path;
+    const std::string raw = scalar(item, expected);
+    const std::string text = expand(raw, mark, path);
     if (text.empty()) fail(mark, path, "the address is empty");
-    auto parsed = parse_address(text);
+    auto parsed = raw.find("://") == std::string::npos
+                      ? parse_address(text)
+                      : parse_address_parts(raw, [&](std::string_view part, bool user_info) {
+                          return expand_around(part, mark, path, [&](std::string_view literal) {
+                            return user_info ? percent_decode(literal)
+                                             : std::optional<std::string>(literal);
+                          });
+                        });
     if (!parsed) {
       fail(mark, path,
            fmt::format("bad address '{}': {}", redact_address(text), address_problem(text)));
@@ -639,8 +680,7 @@ class Loader {
       Entry element{item.key, item.value_mark(), node, fmt::format("{}[{}]", item.path, index)};
       if (!node.IsNull() && !node.Mark().is_null()) element.key_mark = node.Mark();
       const YAML::Mark mark = element.value_mark();
-      const ParsedAddress parsed =
-          address(expanded(element, "an address like host:port"), mark, element.path);
+      const ParsedAddress parsed = address(element, "an address like host:port", mark);
       if (!parsed.username.empty() || !parsed.password.empty()) {
         fail(mark, element.path,
              fmt::format("credentials are not allowed in a list entry; set {} on the backend",
@@ -734,7 +774,7 @@ class Loader {
         continue;
       } else if (key == "address") {
         address_entry = &item;
-        url = address(expanded(item, "an address"), item.value_mark(), item.path);
+        url = address(item, "an address", item.value_mark());
         backend.endpoints = {url->endpoint};
       } else if (key == "sentinels") {
         backend.endpoints =
@@ -788,7 +828,33 @@ class Loader {
       merge_from_url(*address_entry, items, "database", url->database.has_value(),
                      [&] { backend.database = *url->database; });
     }
+    // Redis authenticates only with a password; a user name alone would silently run as
+    // the 'default' user, with whatever rights that one has.
+    const Entry* user_entry = find_entry(items, "username");
+    if (user_entry == nullptr) user_entry = address_entry;
+    need_password(user_entry, backend.username, backend.password, "password");
+    need_password(find_entry(items, "sentinel_username"), backend.sentinel_username,
+                  backend.sentinel_password, "sentinel_password");
+
+    if (const Entry* instances = find_entry(items, "instances");
+        instances != nullptr && backend.endpoints.size() % 2 == 0) {
+      const std::size_t n = backend.endpoints.size();
+      warn(instances->value_mark(), instances->path,
+           fmt::format("{} instances need a quorum of {} and tolerate {} failed, no more than {} "
+                       "would; use an odd number",
+                       n, n / 2 + 1, (n - 1) / 2, n - 1));
+    }
     return backend;
+  }
+
+  void need_password(const Entry* user_entry, const std::string& username,
+                     const std::string& password, std::string_view password_key) const {
+    if (username.empty() || !password.empty()) return;
+    fail(user_entry->key == "address" ? user_entry->value_mark() : user_entry->key_mark,
+         user_entry->path,
+         fmt::format("a user name without a password would connect as the 'default' user; set "
+                     "'{}' too",
+                     password_key));
   }
 
   // A value the address URL carries fills its field, unless the field's own key is there too.
@@ -807,17 +873,26 @@ class Loader {
          fmt::format("{} given twice, in 'address' and in '{}'; keep one", key, key));
   }
 
+  // `fallback_backend`: the backend these settings use unless they name one.
   LockOverrides overrides(const Entry& section,
-                          const std::map<std::string, BackendConfig>& backends) const {
+                          const std::map<std::string, BackendConfig>& backends,
+                          std::string_view fallback_backend) const {
     LockOverrides out;
     const std::vector<Entry> items =
         entries(section.value, section.value_mark(), section.path, "lock settings");
+    const Entry* lease = nullptr;
     const Entry* min_hold = nullptr;
     const Entry* max_hold = nullptr;
     for (const Entry& item : items) {
       const std::string_view key = item.key;
       if (key == "lease") {
         out.lease = duration(item, false);
+        lease = &item;
+        if (*out.lease < kMinimumLease) {
+          fail(item.value_mark(), item.path,
+               fmt::format("must be at least {}: the watchdog renews a lease every lease/3",
+                           format_millis(kMinimumLease)));
+        }
       } else if (key == "wait") {
         out.wait = duration(item, true);
       } else if (key == "on_busy") {
@@ -849,6 +924,17 @@ class Loader {
            fmt::format("min_hold {} exceeds max_hold {}", min_hold->value.Scalar(),
                        max_hold->value.Scalar()));
     }
+    if (lease != nullptr) {
+      const auto backend = backends.find(out.backend.value_or(std::string(fallback_backend)));
+      if (backend != backends.end() && backend->second.topology != Topology::kMemory &&
+          *out.lease <= backend->second.command_timeout) {
+        warn(lease->value_mark(), lease->path,
+             fmt::format("{} is not longer than the command_timeout ({}) of backend '{}': a grant "
+                         "that arrives after its lease has run out is refused",
+                         format_millis(*out.lease),
+                         format_millis(backend->second.command_timeout), backend->first));
+      }
+    }
     return out;
   }
 
@@ -865,14 +951,15 @@ class Loader {
 
   std::map<std::string, LockOverrides> named_overrides(
       const Entry& section, std::string_view noun,
-      const std::map<std::string, BackendConfig>& backends) const {
+      const std::map<std::string, BackendConfig>& backends,
+      std::string_view fallback_backend) const {
     std::map<std::string, LockOverrides> out;
     const std::string what = fmt::format("lock settings by {} name", noun);
     for (const Entry& item : entries(section.value, section.value_mark(), section.path, what)) {
       if (item.key.empty()) {
         fail(item.key_mark, section.path, fmt::format("a {} name must not be empty", noun));
       }
-      out.emplace(item.key, overrides(item, backends));
+      out.emplace(item.key, overrides(item, backends, fallback_backend));
     }
     return out;
   }

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "dlock/config.hpp"
+#include "values.hpp"
 
 namespace dlock {
 namespace internal {
@@ -12,14 +12,6 @@ namespace {
 constexpr std::string_view kDefaultName = "default";
 constexpr std::string_view kBuiltinHost = "127.0.0.1";
 constexpr int kBuiltinPort = 6379;
-
-std::string format_millis(Millis value) {
-  const auto ms = value.count();
-  if (ms != 0 && ms % 3'600'000 == 0) return fmt::format("{}h", ms / 3'600'000);
-  if (ms != 0 && ms % 60'000 == 0) return fmt::format("{}m", ms / 60'000);
-  if (ms % 1000 == 0) return fmt::format("{}s", ms / 1000);
-  return fmt::format("{}ms", ms);
-}
 
 // "(configured: a, b)" for a message that rejects a name.
 template <typename Map>
@@ -91,6 +83,14 @@ LockSettings Config::resolve(const std::string& guard_name, const std::string& p
     internal::fail(*this, guard_name,
                    fmt::format("backend '{}' is not configured {}", settings.backend,
                                internal::configured_names(backends, "backends")));
+  }
+  // The file's leases are checked at load time; an attribute's only here.
+  if (settings.lease < kMinimumLease) {
+    internal::fail(*this, guard_name,
+                   fmt::format("lease {} is too short: must be at least {}, as the watchdog "
+                               "renews a lease every lease/3",
+                               internal::format_millis(settings.lease),
+                               internal::format_millis(kMinimumLease)));
   }
   // Each level is checked on its own at load time; only the combination can still clash.
   if (settings.max_hold && settings.min_hold > *settings.max_hold) {

@@ -8,7 +8,9 @@
 #include <string>
 #include <string_view>
 
-#include "dlock/config.hpp"
+#include "values.hpp"
+
+#include <fmt/format.h>
 
 namespace dlock {
 namespace internal {
@@ -53,6 +55,8 @@ int hex_value(char c) {
   return -1;
 }
 
+}  // namespace
+
 // URL user info may be percent-encoded so that passwords can hold ':', '/' or '@'.
 std::optional<std::string> percent_decode(std::string_view text) {
   std::string out;
@@ -71,6 +75,16 @@ std::optional<std::string> percent_decode(std::string_view text) {
   }
   return out;
 }
+
+std::string format_millis(Millis value) {
+  const auto ms = value.count();
+  if (ms != 0 && ms % 3'600'000 == 0) return fmt::format("{}h", ms / 3'600'000);
+  if (ms != 0 && ms % 60'000 == 0) return fmt::format("{}m", ms / 60'000);
+  if (ms % 1000 == 0) return fmt::format("{}s", ms / 1000);
+  return fmt::format("{}ms", ms);
+}
+
+namespace {
 
 bool valid_ipv6(std::string_view text) {
   // A zone id (`fe80::1%eth0`) is allowed; inet_pton does not know about it.
@@ -185,9 +199,11 @@ std::optional<Millis> parse_duration(std::string_view text) {
   return Millis(*count * millis_per_unit);
 }
 
-std::optional<ParsedAddress> parse_address(std::string_view text) {
+namespace internal {
+
+std::optional<ParsedAddress> parse_address_parts(std::string_view text, const AddressPart& part) {
   ParsedAddress result;
-  std::string_view host_port = text;
+  std::string host_port(text);
 
   const std::size_t scheme_end = text.find("://");
   if (scheme_end != std::string_view::npos) {
@@ -202,9 +218,10 @@ std::optional<ParsedAddress> parse_address(std::string_view text) {
     std::string_view authority = rest.substr(0, slash);
     if (slash != std::string_view::npos) {
       // `redis://host/` names no database, like `redis://host`.
-      const std::string_view database = rest.substr(slash + 1);
-      if (!database.empty()) {
-        const auto number = internal::parse_bounded(database, std::numeric_limits<int>::max());
+      const auto database = part(rest.substr(slash + 1), false);
+      if (!database) return std::nullopt;
+      if (!database->empty()) {
+        const auto number = parse_bounded(*database, std::numeric_limits<int>::max());
         if (!number) return std::nullopt;
         result.database = static_cast<int>(*number);
       }
@@ -215,23 +232,39 @@ std::optional<ParsedAddress> parse_address(std::string_view text) {
     if (at != std::string_view::npos) {
       const std::string_view user_info = authority.substr(0, at);
       const std::size_t colon = user_info.find(':');
-      const auto username = internal::percent_decode(user_info.substr(0, colon));
+      const auto username = part(user_info.substr(0, colon), true);
       if (!username) return std::nullopt;
       result.username = *username;
       if (colon != std::string_view::npos) {
-        const auto password = internal::percent_decode(user_info.substr(colon + 1));
+        const auto password = part(user_info.substr(colon + 1), true);
         if (!password) return std::nullopt;
         result.password = *password;
       }
       authority = authority.substr(at + 1);
     }
-    host_port = authority;
+    const auto expanded = part(authority, false);
+    if (!expanded) return std::nullopt;
+    host_port = *expanded;
+  } else {
+    const auto expanded = part(text, false);
+    if (!expanded) return std::nullopt;
+    host_port = *expanded;
   }
 
-  auto endpoint = internal::parse_host_port(host_port);
+  auto endpoint = parse_host_port(host_port);
   if (!endpoint) return std::nullopt;
   result.endpoint = std::move(*endpoint);
   return result;
+}
+
+}  // namespace internal
+
+std::optional<ParsedAddress> parse_address(std::string_view text) {
+  return internal::parse_address_parts(
+      text, [](std::string_view raw, bool user_info) -> std::optional<std::string> {
+        if (user_info) return internal::percent_decode(raw);
+        return std::string(raw);
+      });
 }
 
 }  // namespace dlock

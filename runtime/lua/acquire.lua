@@ -8,20 +8,26 @@
 -- ARGV[4]  host  ARGV[5]  pid  ARGV[6]  thread  ARGV[7]  lock name
 -- ARGV[8]  lifetime of the fencing counter in ms
 --
--- Returns {1, token} granted, {0, pttl} busy, {-1, 0} arrived too late (nothing done).
+-- Returns {1, token} granted, {0, pttl} busy, {-1, 0} arrived too late (nothing held).
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local not_after = tonumber(ARGV[3])
-if not_after > 0 and now_us > not_after then
+local late = not_after > 0 and now_us > not_after
+
+-- Ownership first: this may be a retry of a request that was applied but whose reply was
+-- lost. Late, it must not leave that earlier grant behind: the caller has given up.
+local owner = redis.call('HGET', KEYS[1], 'owner')
+if owner == ARGV[1] then
+  if late then
+    redis.call('DEL', KEYS[1])
+    return {-1, 0}
+  end
+  return {1, tonumber(redis.call('HGET', KEYS[1], 'token'))}
+end
+if late then
   return {-1, 0}
 end
-
-local owner = redis.call('HGET', KEYS[1], 'owner')
 if owner then
-  if owner == ARGV[1] then
-    -- A retry of a request that was applied but whose reply was lost.
-    return {1, tonumber(redis.call('HGET', KEYS[1], 'token'))}
-  end
   return {0, redis.call('PTTL', KEYS[1])}
 end
 

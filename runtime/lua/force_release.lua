@@ -17,5 +17,8 @@ for i = 1, #fields do
   out[#out + 1] = fields[i]
 end
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', ARGV[1], 'released')
+-- The release has happened; a notification refused (say, an ACL user without channel
+-- permissions) only costs waiters a poll, so it must not turn the release into an error
+-- (the caller would then skip the audit entry).
+redis.pcall('PUBLISH', ARGV[1], 'released')
 return out

@@ -16,6 +16,13 @@ std::shared_ptr<Backend> make_backend(const BackendConfig& config, const std::st
       throw ConfigError(fmt::format("backends.{}: this backend needs {}", config.name, what));
     }
   };
+  // Redis authenticates only with a password: a user name alone would run as 'default'.
+  if ((!config.username.empty() && config.password.empty()) ||
+      (!config.sentinel_username.empty() && config.sentinel_password.empty())) {
+    throw ConfigError(fmt::format(
+        "backends.{}: a user name without a password would connect as the 'default' user",
+        config.name));
+  }
   switch (config.topology) {
     case Topology::kMemory:
       return make_memory_backend(config, service);

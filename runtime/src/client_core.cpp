@@ -60,24 +60,30 @@ const std::shared_ptr<Backend>& ClientCore::backend(const std::string& name) con
   return it->second;
 }
 
-Lease ClientCore::reenter(const Key& key, const LockSettings& settings) {
+ClientCore::Reentry ClientCore::reenter(const Key& key, const LockSettings& settings) {
   std::lock_guard lock(holds_mutex_);
-  auto it = holds_.find(HoldKey{std::this_thread::get_id(), settings.backend, key.str()});
+  auto it = holds_.find(HoldKey{this_thread_token(), settings.backend, key.str()});
   if (it == holds_.end()) return {};
   auto held = it->second.lock();
-  if (!held || held->released()) {
+  // A moved lease may be held on another thread now: letting this one in would run two
+  // sections under one token.
+  if (!held || held->released() || held->moved()) {
     holds_.erase(it);
     return {};
   }
   if (held->lost()) {
-    return Lease::refused(AcquireStatus::kBusy,
-                          fmt::format("this thread's outer hold of the key was lost ({})",
-                                      to_string(held->loss_reason())));
+    return {nullptr, fmt::format("this thread's outer hold of the key was lost ({})",
+                                 to_string(held->loss_reason()))};
+  }
+  // Not marked lost yet (the watchdog may be waiting on a renewal), but no longer known to
+  // be held: the key may have expired and been taken.
+  if (LeaseView(held).remaining() <= Millis{0}) {
+    return {nullptr, "this thread's outer hold of the key has no time left"};
   }
   held->holds.fetch_add(1);
   bump(metrics_->reentrant_acquisitions);
   push_current(held);
-  return Lease::granted(std::move(held));
+  return {std::move(held), {}};
 }
 
 Lease ClientCore::grant(const std::shared_ptr<Backend>& backend, const Key& key,
@@ -104,7 +110,15 @@ Lease ClientCore::grant(const std::shared_ptr<Backend>& backend, const Key& key,
 }
 
 Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::string_view name) {
-  if (Lease again = reenter(key, settings); again || !again.error().empty()) return again;
+  if (settings.lease < kMinimumLease) {
+    throw ConfigError(fmt::format("lock '{}': lease {}ms is too short: must be at least {}ms, as "
+                                  "the watchdog renews a lease every lease/3",
+                                  printable(key.str()), settings.lease.count(),
+                                  kMinimumLease.count()));
+  }
+  Reentry again = reenter(key, settings);
+  if (again.held) return Lease::granted(std::move(again.held));
+  if (!again.refusal.empty()) return Lease::refused(AcquireStatus::kBusy, std::move(again.refusal));
 
   const auto& backend = this->backend(settings.backend);
   // Looked up once per acquire; the lease keeps it for renewals, losses and release.
@@ -118,32 +132,44 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
                                              : settings.lease;
   std::unique_ptr<ReleaseWatch> watch;
   bool met_busy = false;
-  auto finish = [&](Lease lease) {
+  // Some attempt may have been applied without our knowing (a lost reply, a timeout). Later
+  // attempts use the same owner, so a grant settles it; giving up without one must not
+  // leave that attempt's key behind.
+  bool maybe_applied = false;
+  const auto clean_up_unless_settled = [&](Clock::time_point give_up_at) {
+    if (maybe_applied) watchdog_->clean_up_after(backend, key, owner, later(give_up_at, first_ttl));
+  };
+  // Recorded before the Lease is built, so that it is returned without a move (a moved
+  // lease cannot be entered again).
+  auto record_latency = [&] {
     const auto took = Clock::now() - started;
     metrics_->acquire_latency.record(took);
     series->acquire_latency.record(took);
     if (met_busy) series->wait_time.record(took);
-    return lease;
   };
 
   for (;;) {
     const auto sent = Clock::now();
     const auto give_up_at = later(sent, backend->config().command_timeout);
     GrantReply reply = backend->acquire(GrantRequest{key, owner, first_ttl, name, give_up_at});
+    maybe_applied = maybe_applied || reply.outcome_unknown;
     switch (reply.kind) {
       case GrantReply::Kind::kAcquired:
-        return finish(grant(backend, key, settings, name, owner, reply.token, sent, series,
-                            sent - started));
+        record_latency();
+        if (Clock::now() >= later(sent, first_ttl)) {
+          return refuse_late_grant(backend, key, settings, name, owner, sent, first_ttl, *series);
+        }
+        return grant(backend, key, settings, name, owner, reply.token, sent, series,
+                     sent - started);
       case GrantReply::Kind::kUnavailable:
         bump(metrics_->acquire_unavailable);
         bump(series->unavailable);
-        if (reply.outcome_unknown) {
-          watchdog_->clean_up_after(backend, key, owner, later(give_up_at, first_ttl));
-        }
+        clean_up_unless_settled(give_up_at);
         log(LogLevel::kWarn, "event=unavailable name={} key={} backend={} waited_ms={} error={}",
             name_field(name), printable(key.str()), field(settings.backend),
             std::chrono::duration_cast<Millis>(Clock::now() - started).count(), field(reply.error));
-        return finish(Lease::refused(AcquireStatus::kUnavailable, std::move(reply.error)));
+        record_latency();
+        return Lease::refused(AcquireStatus::kUnavailable, std::move(reply.error));
       case GrantReply::Kind::kBusy:
         break;
     }
@@ -154,13 +180,15 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
     if (now >= deadline) {
       bump(metrics_->acquire_busy);
       bump(series->busy);
+      clean_up_unless_settled(give_up_at);
       const auto waited_ms = std::chrono::duration_cast<Millis>(now - started).count();
       // Under on_busy=skip a busy lock is the expected way to lose the race: no warning.
       log(settings.on_busy == OnBusy::kSkip ? LogLevel::kInfo : LogLevel::kWarn,
           "event=busy name={} key={} waited_ms={} holder_ttl_ms={}", name_field(name),
           printable(key.str()), waited_ms, reply.ttl.count());
-      return finish(Lease::refused(AcquireStatus::kBusy,
-                                   fmt::format("held by another owner; waited {}ms", waited_ms)));
+      record_latency();
+      return Lease::refused(AcquireStatus::kBusy,
+                            fmt::format("held by another owner; waited {}ms", waited_ms));
     }
     if (!watch) {
       // Arm the watch, then try again at once: a release between our try and the watch
@@ -174,6 +202,29 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
     if (reply.ttl > Millis{0}) pause = std::min<Clock::duration>(pause, reply.ttl + Millis{1});
     if (watch->wait_until(std::min(deadline, later(now, pause)))) bump(metrics_->wakeups);
   }
+}
+
+// The server may have granted at any moment after `sent`, so the lease is only known to run
+// until sent + lease; a reply later than that grants nothing usable, and the key may already
+// be someone else's. Whatever is still ours is given back at once.
+Lease ClientCore::refuse_late_grant(const std::shared_ptr<Backend>& backend, const Key& key,
+                                    const LockSettings& settings, std::string_view name,
+                                    const std::string& owner, Clock::time_point sent,
+                                    Millis lease, NameMetrics& series) {
+  const auto took_ms = std::chrono::duration_cast<Millis>(Clock::now() - sent).count();
+  bump(metrics_->acquire_unavailable);
+  bump(series.unavailable);
+  if (backend->release(key, owner, Millis{0}) == ReleaseOutcome::kUnavailable) {
+    watchdog_->clean_up_after(backend, key, owner, later(Clock::now(), lease));
+  }
+  log(LogLevel::kWarn,
+      "event=grant_too_late name={} key={} backend={} lease_ms={} took_ms={} "
+      "detail=\"the grant arrived after its lease had run out; released\"",
+      name_field(name), printable(key.str()), field(settings.backend), lease.count(), took_ms);
+  return Lease::refused(AcquireStatus::kUnavailable,
+                        fmt::format("the grant arrived {}ms after the request, after its lease of "
+                                    "{}ms had run out; nothing is held",
+                                    took_ms, lease.count()));
 }
 
 ReleaseStatus ClientCore::release(const std::shared_ptr<LeaseState>& lease) noexcept {

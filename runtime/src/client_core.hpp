@@ -5,7 +5,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
+#include <cstdint>
 
 #include "backend.hpp"
 #include "dlock/client.hpp"
@@ -31,7 +31,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
 
  private:
   struct HoldKey {
-    std::thread::id thread;
+    std::uint64_t thread;  ///< this_thread_token(): never reused, unlike std::thread::id
     std::string backend;
     std::string key;
     bool operator<(const HoldKey& o) const {
@@ -39,11 +39,21 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     }
   };
 
-  Lease reenter(const Key& key, const LockSettings& settings);
+  /// The calling thread's own hold of `key`, if it may be entered again; or a refusal.
+  struct Reentry {
+    std::shared_ptr<LeaseState> held;
+    std::string refusal;
+  };
+  Reentry reenter(const Key& key, const LockSettings& settings);
   Lease grant(const std::shared_ptr<Backend>& backend, const Key& key,
               const LockSettings& settings, std::string_view name, const std::string& owner,
               std::uint64_t token, Clock::time_point sent, std::shared_ptr<NameMetrics> series,
               Clock::duration waited);
+
+  Lease refuse_late_grant(const std::shared_ptr<Backend>& backend, const Key& key,
+                          const LockSettings& settings, std::string_view name,
+                          const std::string& owner, Clock::time_point sent, Millis lease,
+                          NameMetrics& series);
 
   const Config config_;
   const std::shared_ptr<Metrics> metrics_;

@@ -8,11 +8,25 @@
 
 namespace dlock {
 
-Guard::Guard(const GuardSite& site, Key key) {
-  Client client = dlock::client();  // a handle: init() elsewhere cannot pull it away
-  const std::string name(site.name);
-  const LockSettings settings = client.config().resolve(name, std::string(site.policy), site.attribute);
-  lease_ = client.acquire(key, settings, name);
+struct Guard::Resolved {
+  explicit Resolved(const GuardSite& site)
+      : client(dlock::client()),
+        name(site.name),
+        settings(client.config().resolve(name, std::string(site.policy), site.attribute)) {}
+
+  mutable Client client;  // a handle: init() elsewhere cannot pull it away
+  std::string name;
+  LockSettings settings;
+};
+
+Guard::Guard(const GuardSite& site, Key key) : Guard(site, key, Resolved(site)) {}
+
+// The lease is built in place: a moved lease cannot be entered again by nested guards.
+Guard::Guard(const GuardSite& site, const Key& key, const Resolved& resolved)
+    : lease_(resolved.client.acquire(key, resolved.settings, resolved.name)) {
+  Client& client = resolved.client;
+  const std::string& name = resolved.name;
+  const LockSettings& settings = resolved.settings;
   switch (lease_.status()) {
     case AcquireStatus::kAcquired:
       return;

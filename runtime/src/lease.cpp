@@ -55,6 +55,12 @@ std::string_view event_reason(LossReason reason) noexcept {
 
 }  // namespace
 
+std::uint64_t this_thread_token() noexcept {
+  static std::atomic<std::uint64_t> next{1};
+  thread_local const std::uint64_t token = next.fetch_add(1);
+  return token;
+}
+
 LeaseState::LeaseState(std::shared_ptr<ClientCore> core_in, std::shared_ptr<Backend> backend_in,
                        Key key_in, std::string name_in, std::string owner_in,
                        std::uint64_t token_in, LockSettings settings_in,
@@ -67,7 +73,7 @@ LeaseState::LeaseState(std::shared_ptr<ClientCore> core_in, std::shared_ptr<Back
       token(token_in),
       settings(std::move(settings_in)),
       acquired_at(acquired_at_in),
-      thread(std::this_thread::get_id()),
+      thread(this_thread_token()),
       series(std::move(series_in)),
       valid_until_(later(acquired_at, std::min(settings.lease, settings.max_hold.value_or(settings.lease)))
                        .time_since_epoch()
@@ -148,8 +154,15 @@ void LeaseView::on_lost(std::function<void(const LeaseView&)> callback) const {
   if (state_) state_->add_on_lost(std::move(callback));
 }
 
+Lease::Lease(std::shared_ptr<internal::LeaseState> state, AcquireStatus status, std::string error)
+    : state_(std::move(state)), status_(status), error_(std::move(error)) {}
+
+// The runtime hands out leases without moving them (guaranteed copy elision), so every move
+// is the user's, and may take the lease to another thread.
 Lease::Lease(Lease&& other) noexcept
-    : state_(std::move(other.state_)), status_(other.status_), error_(std::move(other.error_)) {}
+    : state_(std::move(other.state_)), status_(other.status_), error_(std::move(other.error_)) {
+  if (state_) state_->mark_moved();
+}
 
 Lease& Lease::operator=(Lease&& other) noexcept {
   if (this != &other) {
@@ -157,6 +170,7 @@ Lease& Lease::operator=(Lease&& other) noexcept {
     state_ = std::move(other.state_);
     status_ = other.status_;
     error_ = std::move(other.error_);
+    if (state_) state_->mark_moved();
   }
   return *this;
 }
@@ -166,22 +180,16 @@ Lease::~Lease() { release(); }
 ReleaseStatus Lease::release() noexcept {
   if (!state_) return ReleaseStatus::kNotHeld;
   auto state = std::move(state_);
-  if (state->thread == std::this_thread::get_id()) internal::pop_current(state.get());
+  if (state->thread == internal::this_thread_token()) internal::pop_current(state.get());
   return state->core->release(state);
 }
 
 Lease Lease::granted(std::shared_ptr<internal::LeaseState> state) {
-  Lease lease;
-  lease.state_ = std::move(state);
-  lease.status_ = AcquireStatus::kAcquired;
-  return lease;
+  return Lease(std::move(state), AcquireStatus::kAcquired, {});
 }
 
 Lease Lease::refused(AcquireStatus status, std::string error) {
-  Lease lease;
-  lease.status_ = status;
-  lease.error_ = std::move(error);
-  return lease;
+  return Lease(nullptr, status, std::move(error));
 }
 
 }  // namespace dlock

@@ -3,11 +3,11 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "backend.hpp"
@@ -17,6 +17,10 @@
 namespace dlock::internal {
 
 class ClientCore;
+
+/// The calling thread's number: drawn once per thread from a process-wide counter, so that,
+/// unlike std::thread::id, a thread that starts after another ended never gets its number.
+[[nodiscard]] std::uint64_t this_thread_token() noexcept;
 
 class LeaseState : public std::enable_shared_from_this<LeaseState> {
  public:
@@ -32,7 +36,7 @@ class LeaseState : public std::enable_shared_from_this<LeaseState> {
   const std::uint64_t token;
   const LockSettings settings;
   const Clock::time_point acquired_at;  ///< when the granting request was sent
-  const std::thread::id thread;
+  const std::uint64_t thread;  ///< this_thread_token() of the acquiring thread
   const std::shared_ptr<NameMetrics> series;  ///< the counters of `name`
 
   /// Point after which the key may have expired unless a renewal confirms it.
@@ -50,12 +54,18 @@ class LeaseState : public std::enable_shared_from_this<LeaseState> {
   [[nodiscard]] bool released() const noexcept { return released_.load(); }
   void mark_released() noexcept { released_.store(true); }
 
+  /// The Lease handle was moved: it may now be on another thread, so the acquiring thread
+  /// no longer counts as holding the key and is not let in again without the server.
+  [[nodiscard]] bool moved() const noexcept { return moved_.load(); }
+  void mark_moved() noexcept { moved_.store(true); }
+
   std::atomic<int> holds{1};
 
  private:
   std::atomic<Clock::rep> valid_until_;
   std::atomic<LossReason> loss_{LossReason::kNone};
   std::atomic<bool> released_{false};
+  std::atomic<bool> moved_{false};
   std::mutex callbacks_mutex_;
   std::vector<std::function<void(const LeaseView&)>> on_lost_;
 };

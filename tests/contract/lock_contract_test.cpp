@@ -329,6 +329,49 @@ TEST_P(LockContract, MovedLeaseReleasesOnceAndDestructorReleases) {
   EXPECT_TRUE(b.try_acquire("moved", settings(10s)));
 }
 
+// Thread ids are reused as soon as a thread ends (glibc hands the next thread the same
+// one), so a lease moved off its acquiring thread must not let a later thread in.
+TEST_P(LockContract, ALaterThreadWithTheExitedAcquirersIdIsNotLetIntoAMovedLease) {
+  Client a = make_client();
+  Lease moved;
+  std::thread::id acquirer;
+  std::thread([&] {
+    acquirer = std::this_thread::get_id();
+    moved = a.acquire("handed-over", settings(10s));
+  }).join();
+  ASSERT_TRUE(moved);
+  AcquireStatus later = AcquireStatus::kAcquired;
+  std::uint64_t later_token = 0;
+  bool same_id = false;
+  std::thread([&] {
+    same_id = std::this_thread::get_id() == acquirer;
+    Lease lease = a.try_acquire("handed-over", settings(10s));
+    later = lease.status();
+    later_token = lease.token();
+  }).join();
+  EXPECT_EQ(later, AcquireStatus::kBusy)
+      << "token " << later_token << " (the moved lease has " << moved.token()
+      << "); the later thread had the acquirer's id: " << same_id;
+  EXPECT_EQ(moved.hold_count(), 1);
+  EXPECT_EQ(moved.release(), ReleaseStatus::kReleased);
+}
+
+TEST_P(LockContract, ALeaseMovedAwayIsNotReenteredByItsAcquiringThread) {
+  Client a = make_client();
+  Lease elsewhere;
+  AcquireStatus again = AcquireStatus::kAcquired;
+  std::thread([&] {
+    Lease lease = a.acquire("given-away", settings(10s));
+    ASSERT_TRUE(lease);
+    elsewhere = std::move(lease);  // handed to another thread, which keeps holding it
+    again = a.try_acquire("given-away", settings(10s)).status();
+  }).join();
+  EXPECT_EQ(again, AcquireStatus::kBusy);
+  EXPECT_EQ(elsewhere.hold_count(), 1);
+  EXPECT_EQ(elsewhere.release(), ReleaseStatus::kReleased);
+  EXPECT_TRUE(a.try_acquire("given-away", settings(10s)));
+}
+
 TEST_P(LockContract, TheLongestConfigurableDurationsDoNotOverflow) {
   Client a = make_client(), b = make_client();
   const Millis longest{9223372036854};  // what the configuration accepts: ~292 years

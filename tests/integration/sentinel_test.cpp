@@ -10,6 +10,8 @@
 #include <mutex>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "ha_fixtures.hpp"
 #include "redis/keys.hpp"
 
@@ -164,6 +166,29 @@ TEST(Sentinel, WaitReplicasUnmetReleasesTheKeyAndFailsAsUnavailable) {
   auto admin = group.data_admin(0);
   EXPECT_EQ(admin.integer({"EXISTS", internal::lock_keys(config.service, "unreplicated").lock}), 0)
       << "an unreplicated grant must be released";
+}
+
+TEST(Sentinel, WaitReplicasAboveTheReplicaCountIsWarnedAbout) {
+  SentinelGroup group(fast_group());
+  group.start();
+  const int replicas = static_cast<int>(group.data_count()) - 1;
+  std::mutex mutex;
+  std::vector<std::string> warnings;
+  set_log_sink([&](LogLevel level, std::string_view line) {
+    std::lock_guard lock(mutex);
+    if (level == LogLevel::kWarn) warnings.emplace_back(line);
+  });
+  {
+    Client client(sentinel_config(group, replicas + 1));
+    (void)client.try_acquire("never-replicated-enough", settings(5s));
+  }
+  set_log_sink({});
+  const std::string expected =
+      fmt::format("wait_replicas {} but master '{}' has {} replicas", replicas + 1,
+                  group.options().master_name, replicas);
+  bool warned = false;
+  for (const auto& line : warnings) warned = warned || line.find(expected) != std::string::npos;
+  EXPECT_TRUE(warned) << "no warning containing: " << expected;
 }
 
 TEST(Sentinel, NoReachableSentinelFailsWithinTheTimeouts) {

@@ -1,15 +1,25 @@
 // The single-node Redis backend against a real redis-server: processes, kills, pauses,
 // restarts, lost keys, notifications and awkward keys.
 #include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <thread>
 
 #include "client_core.hpp"
+#include "dlock/admin.hpp"
 #include "fixtures.hpp"
 #include "redis/keys.hpp"
+#include "redis/lock_scripts.hpp"
+#include "redis/pool.hpp"
 
 namespace dlock::test {
 namespace {
@@ -20,6 +30,11 @@ class SingleNode : public ::testing::Test {
 
   std::string lock_key(const Key& key) {
     return internal::lock_keys(unique_service(), key.str()).lock;
+  }
+
+  // Stops the server from answering anyone for `pause` (CLIENT PAUSE ... ALL).
+  void pause_clients(std::chrono::milliseconds pause) {
+    ASSERT_TRUE(RedisAdmin(server).ok({"CLIENT", "PAUSE", std::to_string(pause.count()), "ALL"}));
   }
 
   RedisServer server;
@@ -309,6 +324,257 @@ TEST_F(SingleNode, WaitersGetTheLockByPollingWhenNotificationsAreRefused) {
   EXPECT_EQ(waiter_client.metrics().wakeups, 0u) << "no notification can have woken it";
 }
 
+TEST_F(SingleNode, AForcedReleaseWithoutChannelRightsIsReportedAndAudited) {
+  // A Redis 7 ACL user without channel permissions: the forced release's notification is
+  // refused, which must not turn the release into an error or lose its audit entry.
+  RedisAdmin admin(server);
+  admin.command({"ACL", "SETUSER", "no-channels", "on", ">secret", "~*", "+@all", "resetchannels"});
+  Config config = single_node_config(server);
+  Client holder(config);
+  Lease held = holder.acquire("stuck", settings(30s));
+  ASSERT_TRUE(held);
+  config.backends["default"].username = "no-channels";
+  config.backends["default"].password = "secret";
+  const Admin operator_admin{Client(config)};
+  std::optional<LockInfo> removed;
+  EXPECT_NO_THROW(removed = operator_admin.force_release("stuck", "stuck after a crash"));
+  ASSERT_TRUE(removed.has_value());
+  EXPECT_EQ(removed->token, held.token());
+  const auto history = operator_admin.history();
+  ASSERT_EQ(history.size(), 1u);
+  EXPECT_EQ(history[0].note, "stuck after a crash");
+  EXPECT_EQ(history[0].token, held.token());
+}
+
+// A loopback server that speaks just enough RESP for a test: each command (an array of
+// bulk strings) is answered with what `answer` returns, already RESP-encoded; an empty
+// answer closes the connection instead, as a server or network failing after the command
+// arrived would. Serves one connection at a time until destroyed; every wait is bounded by
+// a poll timeout.
+class FakeRedis {
+ public:
+  using Answer = std::function<std::string(const std::vector<std::string>& argv)>;
+
+  explicit FakeRedis(Answer answer) : answer_(std::move(answer)) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    if (::bind(listener_, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
+        ::listen(listener_, 4) != 0 ||
+        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      throw std::runtime_error("FakeRedis: cannot listen on loopback");
+    }
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~FakeRedis() {
+    stop_ = true;
+    thread_.join();
+    ::close(listener_);
+  }
+  [[nodiscard]] int port() const { return port_; }
+
+ private:
+  static bool readable(int fd) {
+    pollfd p{fd, POLLIN, 0};
+    return ::poll(&p, 1, 50) == 1;
+  }
+  void serve() {
+    while (!stop_) {
+      if (!readable(listener_)) continue;
+      const int conn = ::accept(listener_, nullptr, nullptr);
+      if (conn < 0) continue;
+      std::string pending;
+      char buffer[4096];
+      while (!stop_) {
+        if (!readable(conn)) continue;
+        const ssize_t n = ::read(conn, buffer, sizeof buffer);
+        if (n <= 0) break;
+        pending.append(buffer, static_cast<std::size_t>(n));
+        if (!answer(conn, pending)) break;
+      }
+      ::close(conn);
+    }
+  }
+  // Answers each complete command in `pending` (arrays of bulk strings) and drops it.
+  // Returns false when the connection is to be closed.
+  bool answer(int conn, std::string& pending) {
+    for (;;) {
+      std::size_t at = 0;
+      std::vector<std::string> argv;
+      if (pending.empty() || pending[0] != '*') return true;
+      std::size_t eol = pending.find("\r\n");
+      if (eol == std::string::npos) return true;
+      const int count = std::stoi(pending.substr(1, eol - 1));
+      at = eol + 2;
+      for (int i = 0; i < count; ++i) {
+        eol = pending.find("\r\n", at);
+        if (eol == std::string::npos) return true;
+        const std::size_t size = std::stoul(pending.substr(at + 1, eol - at - 1));
+        if (pending.size() < eol + 2 + size + 2) return true;
+        argv.push_back(pending.substr(eol + 2, size));
+        at = eol + 2 + size + 2;
+      }
+      pending.erase(0, at);
+      const std::string reply = argv.empty() ? std::string("+OK\r\n") : answer_(argv);
+      if (reply.empty()) return false;
+      (void)!::write(conn, reply.data(), reply.size());
+    }
+  }
+
+  const Answer answer_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+std::string bulk(const std::string& text) {
+  return "$" + std::to_string(text.size()) + "\r\n" + text + "\r\n";
+}
+
+// Answers INFO with `version`, TIME with `now_us()`, acquire.lua (8 arguments) as the script
+// would with no lock held, anything else with 1.
+FakeRedis::Answer redis_like(std::string version, std::function<std::int64_t()> now_us) {
+  return [version = std::move(version), now_us = std::move(now_us)](const std::vector<std::string>& argv) {
+    if (argv[0] == "INFO") return bulk("# Server\r\nredis_version:" + version + "\r\n");
+    if (argv[0] == "TIME") {
+      const std::int64_t now = now_us();
+      return "*2\r\n" + bulk(std::to_string(now / 1000000)) + bulk(std::to_string(now % 1000000));
+    }
+    constexpr std::size_t kNotAfter = 7;  // EVALSHA sha 2 lock fence owner lease not-after ...
+    if ((argv[0] == "EVALSHA" || argv[0] == "EVAL") && argv.size() == 13) {
+      const std::int64_t not_after = std::stoll(argv[kNotAfter]);
+      if (not_after > 0 && now_us() > not_after) return std::string("*2\r\n:-1\r\n:0\r\n");
+      return "*2\r\n:1\r\n:" + std::to_string(now_us()) + "\r\n";
+    }
+    return std::string(":1\r\n");
+  };
+}
+
+std::int64_t wall_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+Config fake_config(const FakeRedis& fake) {
+  Config config;
+  config.service = unique_service();
+  BackendConfig backend;
+  backend.name = "default";
+  backend.topology = Topology::kSingle;
+  backend.endpoints = {Endpoint{"127.0.0.1", fake.port()}};
+  backend.connect_timeout = 500ms;
+  backend.command_timeout = 500ms;
+  config.backends["default"] = backend;
+  return config;
+}
+
+TEST(ServerVersion, ARedisOlderThanSevenIsRefusedWithAClearError) {
+  FakeRedis old_server(redis_like("6.2.14", wall_us));
+  Client client(fake_config(old_server));
+  Lease lease = client.try_acquire("k", settings(5s));
+  EXPECT_EQ(lease.status(), AcquireStatus::kUnavailable);
+  EXPECT_NE(lease.error().find("Redis 6.2.14"), std::string::npos) << lease.error();
+  EXPECT_NE(lease.error().find("needs Redis 7.0 or later"), std::string::npos) << lease.error();
+}
+
+// The sockets a program started now with fork+exec would inherit (popen runs /bin/sh).
+int sockets_inherited_by_a_child() {
+  std::FILE* child = ::popen("for f in /proc/$$/fd/*; do readlink \"$f\"; done", "r");
+  if (child == nullptr) return -1;
+  int sockets = 0;
+  char line[256];
+  while (std::fgets(line, sizeof line, child) != nullptr) {
+    if (std::string_view(line).rfind("socket:", 0) == 0) ++sockets;
+  }
+  ::pclose(child);
+  return sockets;
+}
+
+TEST_F(SingleNode, AProgramStartedWithForkAndExecInheritsNoConnection) {
+  const int before = sockets_inherited_by_a_child();
+  ASSERT_GE(before, 0);
+  Client client(single_node_config(server));
+  Lease lease = client.acquire("held", settings(5s));
+  ASSERT_TRUE(lease);
+  Client other(single_node_config(server));
+  // A waiter subscribes for release notifications: one more connection.
+  EXPECT_EQ(other.acquire("held", settings(5s, 300ms)).status(), AcquireStatus::kBusy);
+  EXPECT_EQ(sockets_inherited_by_a_child(), before);
+}
+
+// The first attempt's reply is lost (the connection drops after the command arrived), the
+// retry finds the key busy: the first attempt may have taken it after all, so giving up
+// must clean up its owner id rather than leave a key held by nobody.
+TEST(LostReply, ABusyAnswerAfterALostReplyCleansUpTheFirstAttempt) {
+  std::mutex mutex;
+  int acquires = 0;
+  std::vector<std::string> released_owners;
+  std::string acquiring_owner;
+  FakeRedis server([&, redis = redis_like("7.0.15", wall_us)](const std::vector<std::string>& argv) {
+    const bool script = argv[0] == "EVALSHA" || argv[0] == "EVAL";
+    if (!script || argv[3].find("orphan") == std::string::npos) return redis(argv);
+    std::lock_guard lock(mutex);
+    constexpr std::size_t kOwner = 5;  // EVALSHA sha 2 lock fence owner ...
+    if (argv.size() == 13) {  // acquire.lua
+      acquiring_owner = argv[kOwner];
+      return ++acquires == 1 ? std::string() : std::string("*2\r\n:0\r\n:20000\r\n");
+    }
+    released_owners.push_back(argv[kOwner]);
+    return std::string(":1\r\n");
+  });
+  Client client(fake_config(server));
+  ASSERT_TRUE(client.try_acquire("warm-up", settings(5s)));  // the first attempt reuses this connection
+  Lease lease = client.try_acquire("orphan", settings(5s));
+  EXPECT_EQ(lease.status(), AcquireStatus::kBusy);
+  const bool cleaned = wait_until(
+      [&] {
+        std::lock_guard lock(mutex);
+        return !released_owners.empty();
+      },
+      3s);
+  std::lock_guard lock(mutex);
+  EXPECT_EQ(acquires, 2) << "one attempt whose reply was lost, one retry";
+  ASSERT_TRUE(cleaned) << "no release was sent for the first attempt's owner id";
+  EXPECT_EQ(released_owners[0], acquiring_owner);
+}
+
+// The client maps its deadline to the server's clock with an offset measured on connect. A
+// server clock that steps forward (ntp, a restored VM) must not leave every later acquire
+// on that connection "too late".
+TEST(ServerClock, AnAcquireAfterTheServerClockSteppedForwardSucceedsAgain) {
+  std::atomic<std::int64_t> step_us{0};
+  FakeRedis server(redis_like("7.0.15", [&] { return wall_us() + step_us.load(); }));
+  Client client(fake_config(server));
+  ASSERT_TRUE(client.try_acquire("before-the-step", settings(5s)));
+  step_us = 5'000'000;
+  int refused = 0;
+  bool granted = false;
+  for (int attempt = 0; attempt < 3 && !granted; ++attempt) {
+    Lease lease = client.try_acquire("after-the-step-" + std::to_string(attempt), settings(5s));
+    granted = static_cast<bool>(lease);
+    if (!granted) ++refused;
+  }
+  EXPECT_TRUE(granted) << "every acquire after the step was answered too late";
+  EXPECT_LE(refused, 1);
+}
+
+TEST_F(SingleNode, AUserNotAllowedToRunInfoCanStillLock) {
+  // The version check at connect needs INFO; an ACL user without it skips the check.
+  RedisAdmin admin(server);
+  admin.command({"ACL", "SETUSER", "no-info", "on", ">secret", "~*", "&*", "+@all", "-info"});
+  Config config = single_node_config(server);
+  config.backends["default"].username = "no-info";
+  config.backends["default"].password = "secret";
+  Client client(config);
+  Lease lease = client.try_acquire("k", settings(5s));
+  EXPECT_TRUE(lease) << lease.error();
+}
+
 TEST_F(SingleNode, ServerDownFailsAsUnavailableWithinTheTimeouts) {
   Config config = single_node_config(server);
   server.stop();
@@ -349,6 +615,108 @@ TEST_F(SingleNode, ClientPauseTimesOutAndTheLateReplyLeavesNoLockBehind) {
   RedisAdmin after(server);
   EXPECT_EQ(after.integer({"EXISTS", lock_key("paused")}), 0);
   EXPECT_TRUE(client.try_acquire("paused", settings(1s)));
+}
+
+TEST_F(SingleNode, AGrantThatArrivesAfterItsLeaseRanOutIsRefusedAndLeavesNoLock) {
+  Config config = single_node_config(server);
+  config.backends["default"].command_timeout = 2s;
+  Client client(config);
+  ASSERT_TRUE(client.try_acquire("warm-up", settings(1s)));  // the request goes out on a live connection
+  pause_clients(700ms);
+  Lease lease = client.acquire("late", settings(300ms));
+  EXPECT_EQ(lease.status(), AcquireStatus::kUnavailable)
+      << "granted with " << lease.remaining().count() << "ms left";
+  EXPECT_FALSE(lease.error().empty());
+  RedisAdmin after(server);
+  EXPECT_EQ(after.integer({"EXISTS", lock_key("late")}), 0);
+  Client other(single_node_config(server));
+  EXPECT_TRUE(other.try_acquire("late", settings(1s)));
+}
+
+TEST_F(SingleNode, ANestedAcquireIsRefusedWhileTheOuterLeaseHasNoTimeLeft) {
+  Config config = single_node_config(server);
+  config.backends["default"].command_timeout = 2s;
+  Client client(config);
+  Lease outer = client.acquire("nested", settings(300ms));
+  ASSERT_TRUE(outer);
+  // The renewal due at lease/3 waits behind the pause, past the end of the lease.
+  pause_clients(1200ms);
+  std::this_thread::sleep_for(500ms);
+  ASSERT_EQ(outer.remaining().count(), 0);
+  ASSERT_FALSE(outer.lost()) << "the watchdog is still waiting for the renewal";
+  Lease inner = client.try_acquire("nested", settings(300ms));
+  EXPECT_EQ(inner.status(), AcquireStatus::kBusy);
+  EXPECT_NE(inner.error().find("no time left"), std::string::npos) << inner.error();
+}
+
+// A call whose reply is lost after the server applied it is sent again (pool, cluster and
+// sentinel retries). What the retry finds must be read with that in mind.
+class RetriedCall : public SingleNode {
+ protected:
+  void SetUp() override {
+    SingleNode::SetUp();
+    config_ = single_node_config(server).backends["default"];
+    pool_ = std::make_unique<internal::ConnectionPool>(Endpoint{server.host(), server.port()}, config_);
+    // One idle connection, so that the first attempt below runs on a reused one.
+    ASSERT_TRUE(pool_->run([](internal::Connection& conn) { return conn.command({"PING"}); }).ok());
+  }
+
+  // Runs `first` (whose reply then goes missing, as if the connection broke), then `retry`.
+  internal::Reply applied_then_retried(const internal::ScriptCall& first,
+                                       const internal::ScriptCall& retry) {
+    int attempt = 0;
+    return pool_->run([&](internal::Connection& conn) {
+      if (attempt++ > 0) return retry.run(conn);
+      (void)first.run(conn);
+      return internal::Reply::failed(internal::Reply::Status::kBroken, "the reply was lost");
+    });
+  }
+
+  internal::GrantRequest request(const Key& key, std::string_view owner) {
+    return internal::GrantRequest{key, owner, 30s, "retried", Clock::now() + 1s};
+  }
+
+  const internal::LockKeys keys_ = internal::lock_keys(unique_service(), "retried");
+  BackendConfig config_;
+  std::unique_ptr<internal::ConnectionPool> pool_;
+};
+
+TEST_F(RetriedCall, ALateRetryOfAnAcquireThatHadBeenAppliedLeavesNoLockBehind) {
+  const Key key("retried");
+  const auto ours = request(key, "owner-1");
+  // The retry reaches the server after the caller's not-after time (1 us past the epoch).
+  const internal::GrantReply grant = internal::grant_of(applied_then_retried(
+      internal::acquire_call(keys_, ours, 30s, 0), internal::acquire_call(keys_, ours, 30s, 1)));
+  RedisAdmin admin(server);
+  const bool nothing_held = admin.integer({"EXISTS", keys_.lock}) == 0;
+  EXPECT_EQ(grant.kind, internal::GrantReply::Kind::kUnavailable);
+  EXPECT_TRUE(nothing_held || grant.outcome_unknown)
+      << "'nothing was taken', yet the first attempt's key is held for "
+      << admin.integer({"PTTL", keys_.lock}) << "ms by nobody";
+}
+
+TEST_F(RetriedCall, ABusyAnswerAfterABrokenAttemptLeavesTheOutcomeUnknown) {
+  const Key key("retried");
+  const auto ours = request(key, "owner-1");
+  const auto theirs = request(key, "owner-2");
+  // The first attempt may have been applied for all the caller knows; here another owner
+  // took the key in between, so the retry answers busy.
+  const internal::GrantReply grant = internal::grant_of(applied_then_retried(
+      internal::acquire_call(keys_, theirs, 30s, 0), internal::acquire_call(keys_, ours, 30s, 0)));
+  EXPECT_EQ(grant.kind, internal::GrantReply::Kind::kBusy);
+  EXPECT_TRUE(grant.outcome_unknown);
+}
+
+TEST_F(RetriedCall, ARetriedReleaseThatHadBeenAppliedCountsAsReleased) {
+  const Key key("retried");
+  const auto ours = request(key, "owner-1");
+  ASSERT_EQ(internal::grant_of(pool_->run([&](internal::Connection& conn) {
+              return internal::acquire_call(keys_, ours, 30s, 0).run(conn);
+            })).kind,
+            internal::GrantReply::Kind::kAcquired);
+  const auto release = internal::release_call(keys_, "owner-1", 0ms);
+  EXPECT_EQ(internal::release_outcome_of(applied_then_retried(release, release)),
+            internal::ReleaseOutcome::kReleased);
 }
 
 TEST_F(SingleNode, ScriptFlushIsRecoveredForAcquireRenewAndRelease) {

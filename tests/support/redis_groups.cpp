@@ -363,6 +363,20 @@ CommandResult RedisClusterGroup::reshard(std::size_t from, std::size_t to, int s
 
 void RedisClusterGroup::failover(std::size_t replica, milliseconds timeout) {
   RedisAdmin admin(nodes_.at(replica));
+  // A manual failover gives up after 5 s unless the replica has caught up with its master;
+  // a replica still in its first full sync (which a master delays by 5 s) may not make it.
+  const bool synced = wait_until(
+      [&] {
+        try {
+          const std::string info = admin.command({"INFO", "replication"});
+          return info.find("master_link_status:up") != std::string::npos &&
+                 info.find("master_sync_in_progress:0") != std::string::npos;
+        } catch (const std::exception&) {
+          return false;
+        }
+      },
+      timeout, 50ms);
+  if (!synced) throw std::runtime_error("the replica did not finish syncing\n" + logs_of(nodes_));
   if (!admin.ok({"CLUSTER", "FAILOVER"})) throw std::runtime_error("CLUSTER FAILOVER was refused");
   const bool promoted = wait_until(
       [&] {

@@ -109,7 +109,8 @@ class RedisClusterGroup {
   bool wait_ok(std::chrono::milliseconds timeout);
   /// `redis-cli --cluster reshard` of `slots` slots from node `from` to node `to`.
   CommandResult reshard(std::size_t from, std::size_t to, int slots, std::chrono::milliseconds timeout);
-  /// CLUSTER FAILOVER on replica `replica`; waits until it is a master and the cluster is ok.
+  /// Waits until replica `replica` has finished syncing with its master, then CLUSTER
+  /// FAILOVER on it; waits until it is a master and the cluster is ok.
   void failover(std::size_t replica, std::chrono::milliseconds timeout);
 
  private:

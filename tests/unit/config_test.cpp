@@ -1,6 +1,7 @@
 // The configuration loader: the YAML contract of docs/CONFIG.md, its error messages and the
 // precedence of Config::resolve().
 #include "dlock/config.hpp"
+#include "dlock/log.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -121,6 +122,26 @@ const BadFile kBadFiles[] = {
      "backends:\n  ha:\n    topology: sentinel\n    master_name: m\n    sentinels: [s:26379]\n"
      "    wait_replicas: -1\ndefaults: {backend: ha}\n",
      "6:20", "backends.ha.wait_replicas: must be 0 or more, got -1"},
+    // Leases the watchdog could not renew (it renews every lease/3).
+    {"LeaseTooShortToRenewIsRefused", "defaults: {lease: 2ms}\n", "1:19",
+     "defaults.lease: must be at least 3ms: the watchdog renews a lease every lease/3"},
+    {"LockLeaseTooShortToRenewIsRefused", "locks:\n  \"shop::f\": {lease: 1ms}\n", "2:22",
+     "locks.shop::f.lease: must be at least 3ms"},
+    // A user name alone would connect as the 'default' user.
+    {"UsernameWithoutPasswordIsRefused",
+     "backends:\n  default:\n    topology: single\n    address: h\n    username: app\n", "5:5",
+     "backends.default.username: a user name without a password would connect as the "
+     "'default' user; set 'password' too"},
+    {"UrlUsernameWithoutPasswordIsRefused",
+     "backends:\n  default:\n    topology: single\n    address: redis://app@h\n", "4:14",
+     "backends.default.address: a user name without a password would connect as the "
+     "'default' user; set 'password' too"},
+    {"SentinelUsernameWithoutPasswordIsRefused",
+     "backends:\n  default:\n    topology: sentinel\n    master_name: m\n    sentinels: [s]\n"
+     "    sentinel_username: watcher\n",
+     "6:5",
+     "backends.default.sentinel_username: a user name without a password would connect as the "
+     "'default' user; set 'sentinel_password' too"},
     {"ClockDriftOutOfRangeIsRefused",
      "backends:\n  q: {topology: redlock, instances: [a:1], clock_drift_factor: 0.5}\n"
      "defaults: {backend: q}\n",
@@ -454,6 +475,62 @@ locks:
 }
 
 // ---------------------------------------------------------------------------------------
+// Settings that load but deserve a warning, logged at load time with file:line:col.
+
+std::vector<std::string> warnings_of(const std::string& yaml) {
+  std::vector<std::string> lines;
+  set_log_sink([&](LogLevel level, std::string_view line) {
+    if (level == LogLevel::kWarn) lines.emplace_back(line);
+  });
+  try {
+    (void)parse_config(yaml, kSource);
+  } catch (...) {
+    set_log_sink({});
+    throw;
+  }
+  set_log_sink({});
+  return lines;
+}
+
+TEST(Warnings, ALeaseNoLongerThanItsBackendsCommandTimeoutIsWarnedAbout) {
+  const auto lines = warnings_of(
+      "backends:\n  default: {topology: single, address: h, command_timeout: 1s}\n"
+      "defaults: {lease: 500ms}\npolicies:\n  quick: {lease: 1s}\n");
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0],
+            "test.yaml:3:19: warning: defaults.lease: 500ms is not longer than the "
+            "command_timeout (1s) of backend 'default': a grant that arrives after its lease "
+            "has run out is refused");
+  EXPECT_EQ(lines[1].rfind("test.yaml:5:18: warning: policies.quick.lease: 1s is not longer", 0),
+            0u)
+      << lines[1];
+}
+
+TEST(Warnings, ALeaseLongerThanTheCommandTimeoutIsNotWarnedAbout) {
+  EXPECT_TRUE(warnings_of("backends:\n  default: {topology: single, address: h}\n"
+                          "defaults: {lease: 1001ms}\n")
+                  .empty());
+  EXPECT_TRUE(warnings_of("backends:\n  default: {topology: memory}\ndefaults: {lease: 5ms}\n")
+                  .empty())
+      << "a memory backend has no command timeout";
+}
+
+TEST(Warnings, RedlockWithAnEvenNumberOfInstancesIsWarnedAbout) {
+  for (const char* list : {"[a, b]", "[a, b, c, d]"}) {
+    const auto lines = warnings_of(std::string("backends:\n  default:\n    topology: redlock\n"
+                                               "    instances: ") +
+                                   list + "\n");
+    ASSERT_EQ(lines.size(), 1u) << list;
+    EXPECT_EQ(lines[0].rfind("test.yaml:4:16: warning: backends.default.instances: ", 0), 0u)
+        << lines[0];
+    EXPECT_NE(lines[0].find("use an odd number"), std::string::npos) << lines[0];
+  }
+  EXPECT_TRUE(warnings_of("backends:\n  default:\n    topology: redlock\n"
+                          "    instances: [a, b, c]\n")
+                  .empty());
+}
+
+// ---------------------------------------------------------------------------------------
 // The environment.
 
 class Environment : public testing::Test {
@@ -494,6 +571,47 @@ TEST_F(Environment, ExpandedSecretNeverAppearsInAnAddressError) {
       "    address: redis://:${DLOCK_TEST_PASSWORD}@h:0\n");
   EXPECT_NE(message.find("redis://:***@h:0"), std::string::npos) << message;
   EXPECT_EQ(message.find(kSecret), std::string::npos) << message;
+}
+
+TEST_F(Environment, UsernameWithAnEmptyPasswordFromTheEnvironmentIsRefused) {
+  ::setenv("DLOCK_TEST_PASSWORD", "", 1);
+  const std::string message = error_of(
+      "backends:\n  default:\n    topology: single\n    address: h\n    username: app\n"
+      "    password: ${DLOCK_TEST_PASSWORD}\n");
+  EXPECT_EQ(message.rfind("test.yaml:5:5: error: backends.default.username: a user name without "
+                          "a password", 0),
+            0u)
+      << message;
+}
+
+// The `default` backend of a file that gives it as `single` with this address.
+BackendConfig single_at(const std::string& address) {
+  return parse_config("backends:\n  default:\n    topology: single\n    address: " + address + "\n",
+                      kSource)
+      .backends.at("default");
+}
+
+// The address is split into its parts before ${NAME} is expanded: a value from the
+// environment is taken as it is, never percent-decoded, and cannot change the structure.
+TEST_F(Environment, PercentSequencesInAnEnvironmentPasswordAreKeptAsTheyAre) {
+  ::setenv("DLOCK_TEST_PASSWORD", "p%41ss", 1);
+  const BackendConfig backend = single_at("redis://app:${DLOCK_TEST_PASSWORD}@h:7000");
+  EXPECT_EQ(backend.password, "p%41ss");
+  EXPECT_EQ(backend.username, "app");
+}
+
+TEST_F(Environment, ASlashInAnEnvironmentPasswordDoesNotBreakTheAddress) {
+  ::setenv("DLOCK_TEST_PASSWORD", "pa/ss@x:y", 1);
+  const BackendConfig backend =
+      single_at("redis://app:${DLOCK_TEST_PASSWORD}@${DLOCK_TEST_HOST}:7000/3");
+  EXPECT_EQ(backend.password, "pa/ss@x:y");
+  EXPECT_EQ(backend.endpoints, (std::vector<Endpoint>{{"redis.internal", 7000}}));
+  EXPECT_EQ(backend.database, 3);
+}
+
+TEST_F(Environment, TheFilesOwnPercentEncodingIsStillDecodedAroundAReference) {
+  ::setenv("DLOCK_TEST_PASSWORD", "%2F", 1);
+  EXPECT_EQ(single_at("redis://app:a%2F${DLOCK_TEST_PASSWORD}@h").password, "a/%2F");
 }
 
 TEST_F(Environment, LockSettingsAreNotExpanded) {
@@ -619,6 +737,19 @@ TEST(Resolve, AttributeNamingMissingBackendFails) {
     EXPECT_STREQ(error.what(),
                  "test.yaml: error: guard 'shop::f': backend 'nowhere' is not configured "
                  "(configured: default, ha, other)");
+  }
+}
+
+TEST(Resolve, AnAttributeLeaseTooShortToRenewFails) {
+  LockOverrides attribute;
+  attribute.lease = 2ms;
+  try {
+    (void)Config::builtin().resolve("g", "", attribute);
+    FAIL() << "no error";
+  } catch (const ConfigError& error) {
+    EXPECT_STREQ(error.what(),
+                 "<built-in>: error: guard 'g': lease 2ms is too short: must be at least 3ms, as "
+                 "the watchdog renews a lease every lease/3");
   }
 }
 

@@ -163,5 +163,19 @@ TEST_F(ProcessClient, AHandleSurvivesInitAndShutdownOnAnotherThread) {
   EXPECT_GT(acquired.load(), 0);
 }
 
+// The loader refuses this; a Config built in code must not slip past as the 'default' user.
+TEST(ClientConfig, AUserNameWithoutAPasswordIsRefused) {
+  Config config = Config::builtin();
+  config.backends["default"].username = "app";
+  try {
+    Client client(config);
+    FAIL() << "no error";
+  } catch (const ConfigError& error) {
+    EXPECT_NE(std::string(error.what()).find("backends.default: a user name without a password"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
 }  // namespace
 }  // namespace dlock

@@ -35,7 +35,8 @@ class Client {
   /// Acquires `key`, waiting up to `settings.wait` for a busy lock (woken by release
   /// notifications, with polling as a fallback). A thread that already holds `key` through
   /// this client gets a reentrant hold at once. Never throws for busy or unavailable: see
-  /// Lease::status(). `name` is stored with the lock for tools and logs.
+  /// Lease::status(). `name` is stored with the lock for tools and logs. Throws ConfigError
+  /// for a backend that is not configured or a lease under kMinimumLease.
   Lease acquire(const Key& key, const LockSettings& settings, std::string_view name = {});
 
   /// One attempt, no waiting.

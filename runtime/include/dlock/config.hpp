@@ -19,6 +19,10 @@ namespace dlock {
 
 using Millis = std::chrono::milliseconds;
 
+/// The shortest lease accepted: the watchdog renews a lease every lease/3, which must not
+/// round down to 0 ms.
+inline constexpr Millis kMinimumLease{3};
+
 /// What a guard does when the lock is not acquired within `wait`.
 enum class OnBusy { kThrow, kSkip };
 

@@ -49,6 +49,9 @@ class Guard {
   [[nodiscard]] const Lease& lease() const noexcept { return lease_; }
 
  private:
+  struct Resolved;  // the client and the settings one call resolves to
+  Guard(const GuardSite& site, const Key& key, const Resolved& resolved);
+
   Lease lease_;
 };
 

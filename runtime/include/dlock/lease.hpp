@@ -85,6 +85,8 @@ class LeaseView {
 };
 
 /// A move-only handle on one hold of a lock. Destroying it releases that hold.
+/// Moving it (to another thread, a container, a task) ends reentrancy for it: the acquiring
+/// thread then counts as not holding the key, and acquiring it again goes to the server.
 class [[nodiscard]] Lease {
  public:
   Lease() = default;
@@ -115,6 +117,8 @@ class [[nodiscard]] Lease {
   static Lease refused(AcquireStatus status, std::string error);
 
  private:
+  Lease(std::shared_ptr<internal::LeaseState> state, AcquireStatus status, std::string error);
+
   std::shared_ptr<internal::LeaseState> state_;
   AcquireStatus status_ = AcquireStatus::kBusy;
   std::string error_;

@@ -16,24 +16,25 @@ class MemoryStore {
   GrantReply acquire(const GrantRequest& request) {
     std::lock_guard lock(mutex_);
     const auto now = Clock::now();
+    prune_if_grown(now);
     auto& entry = locks_[request.key.str()];
     if (entry.owner.empty() || entry.expires_at <= now) {
       // Same rule as the Redis scripts: strictly increasing, seeded from the clock so that
-      // tokens keep growing even if the counter is forgotten.
+      // tokens keep growing even if the counter is forgotten. One counter for the whole
+      // store: increasing across all keys, it increases for each, and needs no entry per key.
       const auto clock_us = static_cast<std::uint64_t>(
           std::chrono::duration_cast<std::chrono::microseconds>(
               std::chrono::system_clock::now().time_since_epoch()).count());
-      auto& fence = fences_[request.key.str()];
-      fence = std::max(fence + 1, clock_us);
+      last_token_ = std::max(last_token_ + 1, clock_us);
       entry = Entry{};
       entry.owner = std::string(request.owner);
-      entry.token = fence;
+      entry.token = last_token_;
       entry.expires_at = later(now, request.lease);
       entry.name = std::string(request.name);
       entry.thread = thread_id();
       entry.acquired_at_ms = wall_ms();
       entry.lease = request.lease;
-      return GrantReply{GrantReply::Kind::kAcquired, fence, Millis{0}, false, {}};
+      return GrantReply{GrantReply::Kind::kAcquired, last_token_, Millis{0}, false, {}};
     }
     if (entry.owner == request.owner) {
       return GrantReply{GrantReply::Kind::kAcquired, entry.token, Millis{0}, false, {}};
@@ -136,6 +137,7 @@ class MemoryStore {
   RunClaimReply claim_run(const std::string& key, const RunRecord& mine, Millis keep) {
     std::lock_guard lock(mutex_);
     const auto now = Clock::now();
+    prune_if_grown(now);
     const Entry* entry = live(key, now);
     if (entry == nullptr || entry->owner != mine.owner || entry->released) return {ClaimStatus::kNotHeld, {}};
     if (const Run* run = live_run(key, now)) {
@@ -235,9 +237,21 @@ class MemoryStore {
     return &it->second;
   }
 
+  // Expired locks and runs are otherwise dropped only when their key is looked at again:
+  // sweep them whenever the maps have doubled since the last sweep (amortised O(1)).
+  void prune_if_grown(Clock::time_point now) {
+    if (locks_.size() + runs_.size() < prune_at_) return;
+    std::erase_if(locks_, [&](const auto& item) { return item.second.expires_at <= now; });
+    std::erase_if(runs_, [&](const auto& item) { return item.second.expires_at <= now; });
+    prune_at_ = std::max(kFirstPrune, 2 * (locks_.size() + runs_.size()));
+  }
+
+  static constexpr std::size_t kFirstPrune = 1024;
+
   std::mutex mutex_;
   std::map<std::string, Entry> locks_;
-  std::map<std::string, std::uint64_t> fences_;
+  std::uint64_t last_token_ = 0;
+  std::size_t prune_at_ = kFirstPrune;
   ReleaseSignals signals_;
   std::vector<AuditEntry> audit_;
   std::map<std::string, Run> runs_;

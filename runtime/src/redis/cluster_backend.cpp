@@ -94,8 +94,10 @@ class ClusterBackend final : public RoutedBackend {
   GrantReply acquire(const GrantRequest& request) override {
     const LockKeys keys = lock_keys(service_, request.key.str());
     return grant_of(routed(key_slot(keys.lock), request.give_up_at, [&](Connection& conn, bool asking) {
-      return acquire_call(keys, request, request.lease, conn.server_time_us(request.give_up_at))
-          .run(conn, asking);
+      Reply reply = acquire_call(keys, request, request.lease, conn.server_time_us(request.give_up_at))
+                        .run(conn, asking);
+      if (arrived_too_late(reply)) conn.distrust_clock();
+      return reply;
     }));
   }
 
@@ -185,12 +187,15 @@ class ClusterBackend final : public RoutedBackend {
     bool asking = false;
     int redirects = 0;
     Millis backoff = kFirstBackoff;
+    Reply earlier = Reply::failed(Reply::Status::kNotSent, {});  // what the last attempt got
     for (;;) {
       if (!target) {
         if (Clock::now() >= deadline) {
-          return Reply::failed(Reply::Status::kNotSent,
-                               fmt::format("no node of backend '{}' serves slot {}: {}", config_.name,
-                                           slot, last_refresh_error()));
+          Reply none = Reply::failed(Reply::Status::kNotSent,
+                                     fmt::format("no node of backend '{}' serves slot {}: {}",
+                                                 config_.name, slot, last_refresh_error()));
+          none.follow(earlier);
+          return none;
         }
         pause_until(deadline, backoff);
         refresh(deadline, std::nullopt);
@@ -199,6 +204,7 @@ class ClusterBackend final : public RoutedBackend {
       }
       const Endpoint here = *target;
       Reply reply = pool_for(here)->run([&](Connection& conn) { return call(conn, asking); });
+      reply.follow(earlier);
       asking = false;
       if (reply.status() == Reply::Status::kTimeout) return reply;  // may have been applied
       const ServerError error = reply.ok() ? reply.server_error() : ServerError::kNone;
@@ -232,6 +238,7 @@ class ClusterBackend final : public RoutedBackend {
           target = master_of(slot, deadline);
           break;
       }
+      earlier = std::move(reply);
     }
   }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -163,6 +164,9 @@ std::unique_ptr<Connection> Connection::open(const Endpoint& endpoint, const Bac
     redisFree(ctx);
     return nullptr;
   }
+  // A program the application starts with fork+exec must not inherit lock connections
+  // (hiredis 0.14 cannot open them with SOCK_CLOEXEC).
+  ::fcntl(ctx->fd, F_SETFD, ::fcntl(ctx->fd, F_GETFD) | FD_CLOEXEC);
   redisSetTimeout(ctx, to_timeval(config.command_timeout));
   redisEnableKeepAlive(ctx);
   std::unique_ptr<Connection> conn(new Connection(ctx, endpoint));
@@ -187,8 +191,35 @@ std::unique_ptr<Connection> Connection::open(const Endpoint& endpoint, const Bac
       return nullptr;
     }
   }
-  if (!conn->measure_clock(error)) return nullptr;
+  if (!conn->check_version(error) || !conn->measure_clock(error)) return nullptr;
   return conn;
+}
+
+// Before 7.0, an error raised inside a script (READONLY from a demoted master, say) comes
+// back as "ERR Error running script", so a moved master cannot be told from the reply.
+bool Connection::check_version(std::string& error) {
+  Reply info = command({"INFO", "server"});
+  if (!info.ok()) {
+    error = fmt::format("INFO on {} failed: {}", to_string(endpoint_), info.error());
+    return false;
+  }
+  // An ACL user without INFO cannot be told the version: nothing to hold against the server.
+  if (info.is_error()) return true;
+  constexpr std::string_view kField = "redis_version:";
+  const std::string_view text = info.text();
+  const std::size_t at = text.find(kField);
+  if (at == std::string_view::npos) return true;  // not said: nothing to hold against it
+  const std::size_t start = at + kField.size();
+  const std::string_view version = text.substr(start, text.find_first_of("\r\n", start) - start);
+  int major = 0;
+  std::size_t digits = 0;
+  for (; digits < version.size() && version[digits] >= '0' && version[digits] <= '9' && major < 1000; ++digits) {
+    major = major * 10 + (version[digits] - '0');
+  }
+  if (digits == 0 || major >= kMinimumRedisMajor) return true;
+  error = fmt::format("{} runs Redis {}: dlock needs Redis {}.0 or later", to_string(endpoint_),
+                      version.substr(0, 32), kMinimumRedisMajor);
+  return false;
 }
 
 Connection::~Connection() { redisFree(ctx_); }
@@ -204,6 +235,8 @@ bool Connection::measure_clock(std::string& error) {
     return false;
   }
   server_offset_us_ = *server_us - (steady_us(before) + steady_us(after)) / 2;
+  clock_measured_at_ = after;
+  clock_trusted_ = true;
   return true;
 }
 
@@ -225,7 +258,11 @@ std::optional<std::int64_t> server_time_us_of(const Reply& reply) {
   return parts[0] * 1000000 + parts[1];
 }
 
-std::int64_t Connection::server_time_us(Clock::time_point at) const noexcept {
+std::int64_t Connection::server_time_us(Clock::time_point at) {
+  if (!clock_trusted_ || Clock::now() - clock_measured_at_ >= kClockRemeasure) {
+    std::string ignored;  // a failed TIME breaks the connection; the caller's command says so
+    (void)measure_clock(ignored);
+  }
   return steady_us(at) + server_offset_us_;
 }
 

@@ -54,6 +54,16 @@ class Reply {
 
   [[nodiscard]] Status status() const noexcept { return status_; }
   [[nodiscard]] bool ok() const noexcept { return status_ == Status::kOk; }
+  /// An earlier attempt of the same call was sent and may have been applied (it broke or
+  /// timed out, or followed such an attempt itself), so this reply may not tell the whole
+  /// story: a key found gone may be one that attempt released, a busy answer may hide a
+  /// grant that attempt made.
+  [[nodiscard]] bool after_uncertain_attempt() const noexcept { return after_uncertain_; }
+  /// Sets after_uncertain_attempt() when `earlier` was uncertain itself or followed one.
+  void follow(const Reply& earlier) noexcept {
+    after_uncertain_ = after_uncertain_ || earlier.after_uncertain_ ||
+                       earlier.status_ == Status::kBroken || earlier.status_ == Status::kTimeout;
+  }
   [[nodiscard]] const std::string& error() const noexcept { return error_; }
   [[nodiscard]] const redisReply* get() const noexcept { return raw_.get(); }
 
@@ -75,6 +85,7 @@ class Reply {
     void operator()(redisReply* r) const noexcept;
   };
   Status status_ = Status::kBroken;
+  bool after_uncertain_ = false;
   std::string error_;
   std::unique_ptr<redisReply, Free> raw_;
 };
@@ -82,6 +93,14 @@ class Reply {
 /// The time in a reply to TIME, in microseconds since the Unix epoch; nothing when the
 /// reply is not two decimal strings.
 [[nodiscard]] std::optional<std::int64_t> server_time_us_of(const Reply& reply);
+
+/// How long a server-clock estimate is used before it is measured again: server clocks can
+/// step (ntp, a restored VM) and a client's steady clock can stop in a suspend.
+inline constexpr std::chrono::minutes kClockRemeasure{1};
+
+/// The oldest Redis a data server may run: from 7.0 on, an error raised inside a script keeps
+/// its code (READONLY, MASTERDOWN), which is how a demoted master is noticed.
+inline constexpr int kMinimumRedisMajor = 7;
 
 /// A data server has a dataset and a clock; a sentinel has neither (no SELECT, no TIME).
 enum class ServerKind { kData, kSentinel };
@@ -115,9 +134,14 @@ class Connection {
 
   /// After a timeout or an I/O error the connection is out of step and must be dropped.
   [[nodiscard]] bool broken() const noexcept { return broken_; }
-  /// Server clock (microseconds since the epoch) at the given steady time, estimated at
-  /// connect time from TIME and the round trip.
-  [[nodiscard]] std::int64_t server_time_us(Clock::time_point at) const noexcept;
+  /// Server clock (microseconds since the epoch) at the given steady time, estimated from
+  /// TIME and the round trip: at connect time, again once the estimate is older than
+  /// kClockRemeasure, and again after distrust_clock(). Measuring again costs one TIME; if it
+  /// fails, the last estimate stands.
+  [[nodiscard]] std::int64_t server_time_us(Clock::time_point at);
+  /// The server's answer suggests the estimate is off (an acquire "arrived too late"): the
+  /// next server_time_us() measures again.
+  void distrust_clock() noexcept { clock_trusted_ = false; }
   [[nodiscard]] redisContext* raw() noexcept { return ctx_; }
   [[nodiscard]] const Endpoint& endpoint() const noexcept { return endpoint_; }
 
@@ -125,6 +149,8 @@ class Connection {
   Connection(redisContext* ctx, Endpoint endpoint) : ctx_(ctx), endpoint_(std::move(endpoint)) {}
   Reply fail_from_context();
   bool measure_clock(std::string& error);
+  /// Refuses a data server older than kMinimumRedisMajor (from INFO server).
+  bool check_version(std::string& error);
   /// Sends what hiredis has buffered with send(MSG_NOSIGNAL), so that a server that closed
   /// the connection gives EPIPE rather than a SIGPIPE, without changing the thread's signal
   /// mask (which costs system calls on every command). Returns 0, or the errno.
@@ -134,6 +160,8 @@ class Connection {
   Endpoint endpoint_;
   bool broken_ = false;
   std::int64_t server_offset_us_ = 0;  // server time minus steady time
+  Clock::time_point clock_measured_at_{};
+  bool clock_trusted_ = false;
 };
 
 /// Blocks SIGPIPE on this thread while hiredis writes (where a write does not go through

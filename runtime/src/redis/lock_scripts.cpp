@@ -54,7 +54,7 @@ GrantReply grant_of(const Reply& reply) {
   GrantReply out;
   out.kind = GrantReply::Kind::kUnavailable;
   if (!reply.ok()) {
-    out.outcome_unknown = reply.status() != Reply::Status::kNotSent;
+    out.outcome_unknown = reply.status() != Reply::Status::kNotSent || reply.after_uncertain_attempt();
     out.error = reply.error();
     return out;
   }
@@ -71,10 +71,18 @@ GrantReply grant_of(const Reply& reply) {
   } else if (code == 0) {
     out.kind = GrantReply::Kind::kBusy;
     out.ttl = Millis{std::max(0LL, value)};
+    // An earlier attempt may have been granted after all and lost the key to this owner
+    // since, or may still be on its way.
+    out.outcome_unknown = reply.after_uncertain_attempt();
   } else {
     out.error = "the server answered after the command timeout; nothing was taken";
   }
   return out;
+}
+
+bool arrived_too_late(const Reply& reply) {
+  long long code = 0;
+  return reply.ok() && !reply.is_error() && element_integer(reply, 0, code) && code == -1;
 }
 
 RenewOutcome renew_outcome_of(const Reply& reply) {
@@ -92,7 +100,8 @@ ReleaseOutcome release_outcome_of(const Reply& reply) {
   switch (reply.integer()) {
     case 1: return ReleaseOutcome::kReleased;
     case 2: return ReleaseOutcome::kKept;
-    case 0: return ReleaseOutcome::kGone;
+    // Gone after an attempt that may have been applied: most likely that attempt's work.
+    case 0: return reply.after_uncertain_attempt() ? ReleaseOutcome::kReleased : ReleaseOutcome::kGone;
     default: return ReleaseOutcome::kTaken;
   }
 }

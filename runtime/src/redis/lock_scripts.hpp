@@ -32,6 +32,9 @@ inline constexpr Millis kFenceLifetime{7LL * 24 * 3600 * 1000};
 
 /// What a reply to acquire_call() means; no reply or an error reply is kUnavailable.
 [[nodiscard]] GrantReply grant_of(const Reply& reply);
+/// The reply to acquire_call() says the request reached the server after its not-after
+/// time. Besides a slow request, that is what a stale server-clock estimate looks like.
+[[nodiscard]] bool arrived_too_late(const Reply& reply);
 [[nodiscard]] RenewOutcome renew_outcome_of(const Reply& reply);
 [[nodiscard]] ReleaseOutcome release_outcome_of(const Reply& reply);
 

@@ -49,6 +49,7 @@ class MasterBackend final : public RoutedBackend {
       ScriptCall acquire = acquire_call(keys, request, request.lease,
                                         conn.server_time_us(request.give_up_at));
       std::vector<Reply> replies = run_pipeline(conn, {&acquire}, wait_command());
+      if (arrived_too_late(replies[0])) conn.distrust_clock();
       if (config_.wait_replicas == 0 || grant_of(replies[0]).kind != GrantReply::Kind::kAcquired) {
         return std::move(replies[0]);
       }
@@ -129,17 +130,22 @@ class MasterBackend final : public RoutedBackend {
   template <typename Call>
   Reply on_master(Clock::time_point deadline, const Call& call) {
     MasterLocator::Master master = locator_->current(deadline);
+    Reply earlier = Reply::failed(Reply::Status::kNotSent, {});  // what the last master answered
     for (;;) {
       if (!master.pool) {
-        return Reply::failed(Reply::Status::kNotSent,
-                             fmt::format("no master for backend '{}': {}", config_.name, master.error));
+        Reply none = Reply::failed(Reply::Status::kNotSent,
+                                   fmt::format("no master for backend '{}': {}", config_.name, master.error));
+        none.follow(earlier);
+        return none;
       }
       last_generation_ = master.generation;
       Reply reply = master.pool->run([&](Connection& conn) { return call(conn); });
+      reply.follow(earlier);
       if (!wrong_master(reply) || Clock::now() >= deadline) return reply;
       MasterLocator::Master next = locator_->relocate(master.generation, deadline);
       if (!next.pool || next.generation == master.generation) return reply;
       master = std::move(next);
+      earlier = std::move(reply);
     }
   }
 

@@ -67,19 +67,23 @@ ConnectionPool::Handle ConnectionPool::take(Clock::time_point deadline, std::str
 }
 
 Reply ConnectionPool::run(const std::function<Reply(Connection&)>& call) {
+  Reply earlier = Reply::failed(Reply::Status::kNotSent, {});
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::string error;
     Handle conn = take(Clock::now() + config_.command_timeout, error);
-    if (!conn) return Reply::failed(Reply::Status::kNotSent, error);
-    Reply reply = call(*conn);
+    Reply reply = conn ? call(*conn) : Reply::failed(Reply::Status::kNotSent, error);
+    reply.follow(earlier);
     // A reset on a reused socket usually means the server went away while it sat idle.
     // Every dlock script is idempotent for one owner, so one retry on a new connection
-    // is safe even if the first request was applied.
-    const bool stale = reply.status() == Reply::Status::kBroken && conn.reused();
+    // is safe even if the first request was applied (the retry's reply says so).
+    const bool stale = conn && reply.status() == Reply::Status::kBroken && conn.reused();
     if (!stale) return reply;
     clear();
+    earlier = std::move(reply);
   }
-  return Reply::failed(Reply::Status::kBroken, fmt::format("connection to {} failed", to_string(endpoint_)));
+  Reply failed = Reply::failed(Reply::Status::kBroken, fmt::format("connection to {} failed", to_string(endpoint_)));
+  failed.follow(earlier);
+  return failed;
 }
 
 }  // namespace dlock::internal

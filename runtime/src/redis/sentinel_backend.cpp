@@ -121,11 +121,28 @@ class SentinelLocator final : public MasterLocator {
         continue;
       }
       preferred_ = i;
+      warn_if_too_few_replicas(*conn);
       return master;
     }
     error = problems.empty() ? "no sentinel could be asked in time" : problems.front();
     for (std::size_t p = 1; p < problems.size(); ++p) error += "; " + problems[p];
     return std::nullopt;
+  }
+
+  // With wait_replicas above the number of replicas the sentinels know, no acquisition can
+  // ever be confirmed. Said once per replica count (under resolve_mutex_).
+  void warn_if_too_few_replicas(Connection& sentinel) {
+    if (config_.wait_replicas == 0) return;
+    const Reply replicas = sentinel.command({"SENTINEL", "REPLICAS", config_.master_name});
+    const redisReply* list = replicas.ok() ? replicas.get() : nullptr;
+    if (list == nullptr || list->type != REDIS_REPLY_ARRAY) return;
+    const auto known = static_cast<long long>(list->elements);
+    if (known >= config_.wait_replicas || known == warned_replicas_) return;
+    warned_replicas_ = known;
+    log(LogLevel::kWarn,
+        "sentinel: backend '{}' has wait_replicas {} but master '{}' has {} replicas: no "
+        "acquisition can be confirmed until more replicas exist",
+        config_.name, config_.wait_replicas, config_.master_name, known);
   }
 
   bool is_master(const Endpoint& endpoint, std::string& problem) {
@@ -168,6 +185,7 @@ class SentinelLocator final : public MasterLocator {
 
   std::mutex resolve_mutex_;  // one lookup at a time
   std::size_t preferred_ = 0;  // under resolve_mutex_
+  long long warned_replicas_ = -1;  // under resolve_mutex_
 
   std::atomic<std::uint64_t> lookups_{0};
 
