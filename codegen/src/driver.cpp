@@ -70,8 +70,8 @@ int write_outputs(const Options& options, const std::string& woven,
   bool written = true;
   for (const WovenHeader& header : headers) {
     dependencies.push_back(header.path);
-    if (header.shared && llvm::sys::fs::exists(header.path)) continue;
-    written = written && write_file_atomically(header.path, header.text, error);
+    written = written && (header.shared ? write_file_if_absent(header.path, header.text, error)
+                                        : write_file_atomically(header.path, header.text, error));
   }
   if (!written || !write_file_atomically(options.output, woven, error) ||
       (!options.depfile.empty() &&
@@ -130,22 +130,27 @@ std::optional<std::string> woven_from_shared_copies(const Options& options,
       if (copied.insert(include.includer).second) pending.push_back(include.includer);
     }
   }
-  const std::vector<std::size_t> order(copied.begin(), copied.end());
+  // The keys digest every project file the copies reach, as the parse's do (include_graph).
+  std::vector<std::size_t> order;  // the copied headers first
   std::map<std::size_t, std::size_t> position;
   std::vector<CopiedFile> files;
-  for (const std::size_t index : order) {
+  auto add_file = [&](std::size_t index) {
     position.emplace(index, files.size());
+    order.push_back(index);
     files.push_back({scan.files[index], scan.texts[index], {}});
-  }
-  for (const ScannedInclude& include : scan.includes) {
-    if (copied.count(include.includer) && copied.count(include.target)) {
-      files[position[include.includer]].includes.push_back(position[include.target]);
+  };
+  for (const std::size_t index : copied) add_file(index);
+  for (std::size_t next = 0; next < files.size(); ++next) {
+    for (const ScannedInclude& include : scan.includes) {
+      if (include.includer != order[next]) continue;
+      if (!position.count(include.target)) add_file(include.target);
+      files[next].includes.push_back(position[include.target]);
     }
   }
   const std::string context = generator_context(options.compiler_flags);
   const std::string dir = absolute_path(options.shared_header_dir);
   std::map<std::size_t, std::string> paths;
-  for (std::size_t i = 0; i < files.size(); ++i) {
+  for (std::size_t i = 0; i < copied.size(); ++i) {
     std::string path = shared_copy_path(dir, copy_key(files, i, context), files[i].path);
     if (!llvm::sys::fs::exists(path)) return std::nullopt;
     copies.push_back(path);
@@ -311,6 +316,18 @@ int check_unwoven(const Options& options) {
     const std::string source = absolute_path(name);
     const IncludeScan scan = scan_for_guards(source, text, paths);
     dependencies.insert(dependencies.end(), scan.files.begin(), scan.files.end());
+    if (!scan.conclusive) {
+      status = kExitGuardErrors;
+      llvm::errs() << source << ": error: target '" << options.unwoven_target
+                   << "' compiles this source without weaving it, and a token scan cannot "
+                      "follow all of its includes (#include of a macro, #include_next, a "
+                      "directive spelled across lines), so it may compile a dlock guard "
+                      "without its lock: call dlock_weave("
+                   << options.unwoven_target
+                   << "), or set its property DLOCK_SKIP_WEAVE_CHECK if it uses no guarded "
+                      "header\n";
+      continue;
+    }
     if (!scan.guard_found || scan.only_used) continue;
     status = kExitGuardErrors;
     for (const std::string& file : scan.guard_files) {
