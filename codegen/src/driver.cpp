@@ -1,16 +1,11 @@
 #include "dlock/codegen/driver.hpp"
 
-#include <clang/Basic/FileManager.h>
 #include <clang/Basic/Version.h>
-#include <clang/Basic/FileSystemOptions.h>
-#include <clang/Tooling/CompilationDatabase.h>
-#include <clang/Tooling/Tooling.h>
 #include <llvm/Support/FileSystem.h>
-#include <llvm/Support/VirtualFileSystem.h>
+#include <llvm/Support/raw_ostream.h>
 
 #include <map>
 #include <set>
-#include <llvm/Support/raw_ostream.h>
 
 #include "dlock/codegen/compiler_flags.hpp"
 #include "dlock/codegen/depfile.hpp"
@@ -18,7 +13,7 @@
 #include "dlock/codegen/files.hpp"
 #include "dlock/codegen/header_cache.hpp"
 #include "dlock/codegen/weaver.hpp"
-#include "weave_action.hpp"
+#include "parse.hpp"
 
 namespace dlock::codegen {
 namespace {
@@ -84,31 +79,16 @@ int write_outputs(const Options& options, const std::string& woven,
   return kExitOk;
 }
 
-// Parses with clang and weaves. The compile command comes from a fixed compilation
-// database over the build's flags, as for any clang tool.
+// Parses with clang and weaves.
 WeaveOutcome weave_with_clang(const Options& options) {
-  const clang::tooling::FixedCompilationDatabase database(
-      ".", clang_flags(options.compiler_flags, DLOCK_CLANG_RESOURCE_DIR));
-  std::vector<clang::tooling::CompileCommand> commands =
-      database.getCompileCommands(options.source);
-  WeaveOutcome outcome;
-  if (commands.empty()) return outcome;
-  // ToolInvocation rather than ClangTool: the same driver, without ClangTool's extra
-  // "Error while processing" line after clang's own diagnostics.
-  llvm::IntrusiveRefCntPtr<clang::FileManager> files(
-      new clang::FileManager(clang::FileSystemOptions(), llvm::vfs::getRealFileSystem()));
-  WeaveAction::Places places{absolute_path(header_dir(options)),
-                             options.shared_header_dir.empty()
-                                 ? std::string()
-                                 : absolute_path(options.shared_header_dir),
-                             generator_context(options.compiler_flags)};
-  clang::tooling::ToolInvocation invocation(
-      std::move(commands.front().CommandLine),
-      std::make_unique<WeaveAction>(outcome, std::move(places)), files.get());
-  if (!invocation.run()) outcome.woven.reset();
-  return outcome;
+  return parse_and_weave(options.source,
+                         clang_flags(options.compiler_flags, DLOCK_CLANG_RESOURCE_DIR),
+                         {absolute_path(header_dir(options)),
+                          options.shared_header_dir.empty()
+                              ? std::string()
+                              : absolute_path(options.shared_header_dir),
+                          generator_context(options.compiler_flags)});
 }
-
 // The fast path of a source whose project headers define guarded functions and which, as
 // far as a token scan shows, only includes them: when the shared copies that the parse of
 // another source made (same headers, flags and generator) are all there, the source's

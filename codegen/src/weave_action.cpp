@@ -7,6 +7,9 @@
 #include <clang/Lex/HeaderSearch.h>
 #include <clang/Lex/PPCallbacks.h>
 #include <clang/Lex/Preprocessor.h>
+#include <clang/Tooling/CompilationDatabase.h>
+#include <clang/Tooling/Tooling.h>
+#include <llvm/Support/VirtualFileSystem.h>
 
 #include <map>
 #include <set>
@@ -224,6 +227,23 @@ std::unique_ptr<clang::ASTConsumer> WeaveAction::CreateASTConsumer(
     clang::CompilerInstance& compiler, llvm::StringRef) {
   return std::make_unique<WeaveConsumer>(collector_, includes_, places_,
                                          compiler.getPreprocessor(), outcome_);
+}
+
+WeaveOutcome parse_and_weave(const std::string& source, std::vector<std::string> flags,
+                             WeavePlaces places) {
+  const clang::tooling::FixedCompilationDatabase database(".", flags);
+  std::vector<clang::tooling::CompileCommand> commands = database.getCompileCommands(source);
+  WeaveOutcome outcome;
+  if (commands.empty()) return outcome;
+  // ToolInvocation rather than ClangTool: the same driver, without ClangTool's extra
+  // "Error while processing" line after clang's own diagnostics.
+  llvm::IntrusiveRefCntPtr<clang::FileManager> files(
+      new clang::FileManager(clang::FileSystemOptions(), llvm::vfs::getRealFileSystem()));
+  clang::tooling::ToolInvocation invocation(
+      std::move(commands.front().CommandLine),
+      std::make_unique<WeaveAction>(outcome, std::move(places)), files.get());
+  if (!invocation.run()) outcome.woven.reset();
+  return outcome;
 }
 
 void WeaveAction::ExecuteAction() {
