@@ -46,15 +46,15 @@ ClientCore::ClientCore(Config config)
       metrics_(std::make_shared<Metrics>()),
       watchdog_(Watchdog::start(metrics_)) {
   for (const auto& [name, backend_config] : config_.backends) {
-    backends_.emplace(name, make_backend(backend_config, config_.service, metrics_));
+    engines_.emplace(name, make_engine(backend_config, config_.service, metrics_));
   }
 }
 
 ClientCore::~ClientCore() { watchdog_->stop(); }
 
-const std::shared_ptr<Backend>& ClientCore::backend(const std::string& name) const {
-  auto it = backends_.find(name);
-  if (it == backends_.end()) {
+const Engine& ClientCore::engine(const std::string& name) const {
+  auto it = engines_.find(name);
+  if (it == engines_.end()) {
     throw ConfigError(fmt::format("{}: no backend named '{}'", config_.source, name));
   }
   return it->second;

@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "backend.hpp"
+#include "admin_backend.hpp"
 #include "log.hpp"
 #include "lua_scripts.hpp"
 #include "redis/connection.hpp"

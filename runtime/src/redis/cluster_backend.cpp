@@ -367,9 +367,9 @@ class ClusterBackend final : public RoutedBackend {
 
 }  // namespace
 
-std::shared_ptr<Backend> make_cluster_backend(const BackendConfig& config, const std::string& service,
+Engine make_cluster_backend(const BackendConfig& config, const std::string& service,
                                               std::shared_ptr<Metrics> metrics) {
-  return std::make_shared<ClusterBackend>(config, service, std::move(metrics));
+  return Engine::of(std::make_shared<ClusterBackend>(config, service, std::move(metrics)));
 }
 
 }  // namespace dlock::internal

@@ -170,10 +170,11 @@ class MasterBackend final : public RoutedBackend {
 
 }  // namespace
 
-std::shared_ptr<Backend> make_master_backend(const BackendConfig& config, const std::string& service,
+Engine make_master_backend(const BackendConfig& config, const std::string& service,
                                              std::shared_ptr<Metrics> metrics,
                                              std::unique_ptr<MasterLocator> locator) {
-  return std::make_shared<MasterBackend>(config, service, std::move(metrics), std::move(locator));
+  return Engine::of(
+      std::make_shared<MasterBackend>(config, service, std::move(metrics), std::move(locator)));
 }
 
 }  // namespace dlock::internal

@@ -43,7 +43,7 @@ struct Grant {
   std::string name;
 };
 
-class RedlockBackend final : public Backend {
+class RedlockBackend final : public Backend, public RunStore, public AdminBackend {
  public:
   RedlockBackend(BackendConfig config, std::string service, std::shared_ptr<Metrics> metrics)
       : config_(std::move(config)),
@@ -288,7 +288,7 @@ class RedlockBackend final : public Backend {
 
   // A key's record is the one a majority of the answering instances agree on (by owner);
   // otherwise the first found.
-  std::vector<RunRecord> admin_runs(std::string_view pattern) override {
+  std::vector<RunRecord> list_runs(std::string_view pattern) override {
     const std::string match = admin::scan_match(service_, "run");
     std::map<std::string, std::vector<RunRecord>> seen;
     std::size_t answered = 0;
@@ -338,7 +338,7 @@ class RedlockBackend final : public Backend {
 
   // Admin: every instance is asked; a lock is held when a majority holds it for one owner.
 
-  std::vector<LockInfo> admin_list(std::string_view pattern) override {
+  std::vector<LockInfo> list(std::string_view pattern) override {
     const std::string match = admin::scan_match(service_);
     std::map<std::string, std::vector<std::optional<LockInfo>>> seen;
     std::vector<InstanceLockInfo> status(instances_.size());
@@ -378,7 +378,7 @@ class RedlockBackend final : public Backend {
     return out;
   }
 
-  std::optional<LockInfo> admin_inspect(const Key& key) override {
+  std::optional<LockInfo> inspect(const Key& key) override {
     const std::string lock_key = lock_keys(service_, key.str()).lock;
     std::vector<std::optional<LockInfo>> per(instances_.size());
     std::size_t answered = 0;
@@ -392,7 +392,7 @@ class RedlockBackend final : public Backend {
     return combine(per, answered_mask_);
   }
 
-  std::optional<LockInfo> admin_force_release(const Key& key, const AuditEntry& who) override {
+  std::optional<LockInfo> force_release(const Key& key, const AuditEntry& who) override {
     const LockKeys keys = lock_keys(service_, key.str());
     const ScriptCall call = admin::force_release_call(keys);
     std::vector<std::optional<LockInfo>> per(instances_.size());
@@ -432,7 +432,7 @@ class RedlockBackend final : public Backend {
     return removed;
   }
 
-  std::vector<AuditEntry> admin_history(std::size_t limit) override {
+  std::vector<AuditEntry> history(std::size_t limit) override {
     std::vector<AuditEntry> all;
     std::size_t answered = 0;
     std::string first_error;
@@ -673,9 +673,9 @@ class RedlockBackend final : public Backend {
 
 }  // namespace
 
-std::shared_ptr<Backend> make_redlock_backend(const BackendConfig& config, const std::string& service,
+Engine make_redlock_backend(const BackendConfig& config, const std::string& service,
                                               std::shared_ptr<Metrics> metrics) {
-  return std::make_shared<RedlockBackend>(config, service, std::move(metrics));
+  return Engine::of(std::make_shared<RedlockBackend>(config, service, std::move(metrics)));
 }
 
 }  // namespace dlock::internal

@@ -61,16 +61,16 @@ std::vector<Item> RoutedBackend::read_matching(std::string_view pattern, std::st
   return out;
 }
 
-std::vector<RunRecord> RoutedBackend::admin_runs(std::string_view pattern) {
+std::vector<RunRecord> RoutedBackend::list_runs(std::string_view pattern) {
   return read_matching<RunRecord>(pattern, "run", runs::read_run);
 }
 
 // Each lock is read from the server that holds it now.
-std::vector<LockInfo> RoutedBackend::admin_list(std::string_view pattern) {
+std::vector<LockInfo> RoutedBackend::list(std::string_view pattern) {
   return read_matching<LockInfo>(pattern, "lock", admin::read_lock);
 }
 
-std::optional<LockInfo> RoutedBackend::admin_inspect(const Key& key) {
+std::optional<LockInfo> RoutedBackend::inspect(const Key& key) {
   const std::string lock_key = lock_keys(service_, key.str()).lock;
   std::optional<LockInfo> info;
   admin::require(on_server_of(lock_key,
@@ -81,7 +81,7 @@ std::optional<LockInfo> RoutedBackend::admin_inspect(const Key& key) {
   return info;
 }
 
-std::optional<LockInfo> RoutedBackend::admin_force_release(const Key& key, const AuditEntry& who) {
+std::optional<LockInfo> RoutedBackend::force_release(const Key& key, const AuditEntry& who) {
   const LockKeys keys = lock_keys(service_, key.str());
   const ScriptCall call = admin::force_release_call(keys);
   const Reply reply = on_server_of(keys.lock, [&](Connection& conn, bool asking) { return call.run(conn, asking); });
@@ -101,7 +101,7 @@ std::optional<LockInfo> RoutedBackend::admin_force_release(const Key& key, const
   return removed;
 }
 
-std::vector<AuditEntry> RoutedBackend::admin_history(std::size_t limit) {
+std::vector<AuditEntry> RoutedBackend::history(std::size_t limit) {
   std::vector<AuditEntry> out;
   const std::string audit = admin::audit_key(service_);
   admin::require(on_server_of(audit,
