@@ -368,7 +368,7 @@ class ClusterBackend final : public RoutedBackend {
 }  // namespace
 
 Engine make_cluster_backend(const BackendConfig& config, const std::string& service,
-                                              std::shared_ptr<Metrics> metrics) {
+                            std::shared_ptr<Metrics> metrics) {
   return Engine::of(std::make_shared<ClusterBackend>(config, service, std::move(metrics)));
 }
 

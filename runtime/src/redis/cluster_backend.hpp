@@ -14,6 +14,6 @@
 namespace dlock::internal {
 
 Engine make_cluster_backend(const BackendConfig& config, const std::string& service,
-                                              std::shared_ptr<Metrics> metrics);
+                            std::shared_ptr<Metrics> metrics);
 
 }  // namespace dlock::internal

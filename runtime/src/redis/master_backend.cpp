@@ -171,8 +171,8 @@ class MasterBackend final : public RoutedBackend {
 }  // namespace
 
 Engine make_master_backend(const BackendConfig& config, const std::string& service,
-                                             std::shared_ptr<Metrics> metrics,
-                                             std::unique_ptr<MasterLocator> locator) {
+                           std::shared_ptr<Metrics> metrics,
+                           std::unique_ptr<MasterLocator> locator) {
   return Engine::of(
       std::make_shared<MasterBackend>(config, service, std::move(metrics), std::move(locator)));
 }

@@ -50,7 +50,7 @@ class FixedMaster final : public MasterLocator {
 };
 
 Engine make_master_backend(const BackendConfig& config, const std::string& service,
-                                             std::shared_ptr<Metrics> metrics,
-                                             std::unique_ptr<MasterLocator> locator);
+                           std::shared_ptr<Metrics> metrics,
+                           std::unique_ptr<MasterLocator> locator);
 
 }  // namespace dlock::internal

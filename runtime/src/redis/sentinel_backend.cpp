@@ -186,7 +186,7 @@ class SentinelLocator final : public MasterLocator {
 }  // namespace
 
 Engine make_sentinel_backend(const BackendConfig& config, const std::string& service,
-                                               std::shared_ptr<Metrics> metrics) {
+                             std::shared_ptr<Metrics> metrics) {
   return make_master_backend(config, service, std::move(metrics),
                              std::make_unique<SentinelLocator>(config));
 }

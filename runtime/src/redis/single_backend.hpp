@@ -9,6 +9,6 @@
 namespace dlock::internal {
 
 Engine make_single_backend(const BackendConfig& config, const std::string& service,
-                                             std::shared_ptr<Metrics> metrics);
+                           std::shared_ptr<Metrics> metrics);
 
 }  // namespace dlock::internal
