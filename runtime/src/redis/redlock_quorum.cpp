@@ -7,6 +7,7 @@
 
 #include "dlock/errors.hpp"
 #include "log.hpp"
+#include "redis/reply.hpp"
 
 namespace dlock::internal {
 namespace {
@@ -114,10 +115,9 @@ Reply RedlockQuorum::run_on(std::size_t i, const std::function<Reply(Connection&
 }
 
 bool RedlockQuorum::note(const Reply& reply, std::size_t i, std::string& first_error) const {
-  const bool ok = reply.ok() && !reply.is_error();
+  const bool ok = answered(reply);
   if (!ok && first_error.empty()) {
-    first_error = fmt::format("{}: {}", to_string(endpoint(i)),
-                              reply.ok() ? std::string(reply.text()) : reply.error());
+    first_error = fmt::format("{}: {}", to_string(endpoint(i)), describe(reply));
   }
   return ok;
 }

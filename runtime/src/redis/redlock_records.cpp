@@ -7,6 +7,7 @@
 
 #include "redis/backend_admin.hpp"
 #include "redis/keys.hpp"
+#include "redis/reply.hpp"
 #include "redis/run_records.hpp"
 
 namespace dlock::internal {
@@ -23,13 +24,13 @@ Reply scan_and_read(Connection& conn, std::string_view service, std::string_view
                     std::string_view pattern, const Read& read, std::vector<Item>& out) {
   std::vector<std::string> found;
   Reply scanned = admin::scan_keys_sorted(conn, admin::scan_match(service, kind), found);
-  if (!scanned.ok() || scanned.is_error()) return scanned;
+  if (!answered(scanned)) return scanned;
   for (const auto& redis_key : found) {
     const auto key = admin::user_key_of(service, redis_key, kind);
     if (!key || !glob_match(pattern, *key)) continue;
     std::optional<Item> item;
     Reply reply = read(conn, redis_key, *key, item);
-    if (!reply.ok() || reply.is_error()) return reply;
+    if (!answered(reply)) return reply;
     if (item) out.push_back(std::move(*item));
   }
   return Reply::ok(nullptr);
@@ -64,7 +65,7 @@ class RedlockRecords final : public RunStore, public AdminBackend {
         quorum_->ask_each<RunClaimReply>([&](Connection& conn, RunClaimReply& claim) {
           Reply reply = call.run(conn);
           std::optional<RunClaimReply> read = runs::claim_of(reply, mine);
-          if (!read && reply.ok() && !reply.is_error()) {
+          if (!read && answered(reply)) {
             return Reply::failed(Reply::Status::kBroken, "unexpected reply to the run claim");
           }
           if (read) claim = std::move(*read);
@@ -149,15 +150,14 @@ class RedlockRecords final : public RunStore, public AdminBackend {
   std::optional<LockInfo> force_release(const Key& key, const AuditEntry& who) override {
     using Removed = std::pair<std::optional<LockInfo>, std::int64_t>;  // what, server time
     const ScriptCall call = admin::force_release_call(lock_keys(service_, key.str()));
-    const Answers<Removed> answers =
-        quorum_->ask_each<Removed>([&](Connection& conn, Removed& removed) {
-          Reply reply = call.run(conn);
-          if (reply.ok() && !reply.is_error() &&
-              !admin::removed_of(reply, key.str(), removed.first, removed.second)) {
-            return Reply::failed(Reply::Status::kBroken, "unexpected reply to force release");
-          }
-          return reply;
-        });
+    const Answers<Removed> answers = quorum_->ask_each<Removed>([&](Connection& conn,
+                                                                    Removed& removed) {
+      Reply reply = call.run(conn);
+      if (answered(reply) && !admin::removed_of(reply, key.str(), removed.first, removed.second)) {
+        return Reply::failed(Reply::Status::kBroken, "unexpected reply to force release");
+      }
+      return reply;
+    });
     quorum_->require_any(answers, "force release");
     std::vector<std::optional<LockInfo>> per(quorum_->size());
     std::int64_t now_ms = 0;
