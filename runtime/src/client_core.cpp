@@ -16,7 +16,43 @@ Clock::duration jittered(Clock::duration d) {
   return std::chrono::duration_cast<Clock::duration>(d * factor(rng));
 }
 
+// How long a waiter sleeps before it tries again: a jittered poll interval, never past the
+// holder's key's expiry.
+Clock::duration pause_before_retry(Millis poll, Millis holder_ttl) {
+  Clock::duration pause = jittered(poll);
+  // The holder's key expires after ttl; no point sleeping past that.
+  if (holder_ttl > Millis{0}) pause = std::min<Clock::duration>(pause, holder_ttl + Millis{1});
+  return pause;
+}
+
 thread_local std::vector<std::weak_ptr<LeaseState>> t_current;
+
+// The refusal of an acquisition that got no usable answer from the backend, counted and
+// logged.
+Lease refuse_unavailable(Metrics& metrics, NameMetrics& series, std::string_view name,
+                         const Key& key, const LockSettings& settings, Clock::duration waited,
+                         std::string error) {
+  bump(metrics.acquire_unavailable);
+  bump(series.unavailable);
+  log(LogLevel::kWarn, "event=unavailable name={} key={} backend={} waited_ms={} error={}",
+      name_field(name), printable(key.str()), field(settings.backend),
+      std::chrono::duration_cast<Millis>(waited).count(), field(error));
+  return Lease::refused(AcquireStatus::kUnavailable, std::move(error));
+}
+
+// The refusal of a lock still busy after `waited`, counted and logged.
+Lease refuse_busy(Metrics& metrics, NameMetrics& series, std::string_view name, const Key& key,
+                  const LockSettings& settings, Clock::duration waited, Millis holder_ttl) {
+  bump(metrics.acquire_busy);
+  bump(series.busy);
+  const auto waited_ms = std::chrono::duration_cast<Millis>(waited).count();
+  // Under on_busy=skip a busy lock is the expected way to lose the race: no warning.
+  log(settings.on_busy == OnBusy::kSkip ? LogLevel::kInfo : LogLevel::kWarn,
+      "event=busy name={} key={} waited_ms={} holder_ttl_ms={}", name_field(name),
+      printable(key.str()), waited_ms, holder_ttl.count());
+  return Lease::refused(AcquireStatus::kBusy,
+                        fmt::format("held by another owner; waited {}ms", waited_ms));
+}
 
 }  // namespace
 
@@ -135,15 +171,11 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
         return finish(grant(backend, key, settings, name, owner, reply.token, sent, series,
                             sent - started));
       case GrantReply::Kind::kUnavailable:
-        bump(metrics_->acquire_unavailable);
-        bump(series->unavailable);
         if (reply.outcome_unknown) {
           watchdog_->clean_up_after(backend, key, owner, later(give_up_at, first_ttl));
         }
-        log(LogLevel::kWarn, "event=unavailable name={} key={} backend={} waited_ms={} error={}",
-            name_field(name), printable(key.str()), field(settings.backend),
-            std::chrono::duration_cast<Millis>(Clock::now() - started).count(), field(reply.error));
-        return finish(Lease::refused(AcquireStatus::kUnavailable, std::move(reply.error)));
+        return finish(refuse_unavailable(*metrics_, *series, name, key, settings,
+                                         Clock::now() - started, std::move(reply.error)));
       case GrantReply::Kind::kBusy:
         break;
     }
@@ -152,15 +184,7 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
     met_busy = true;
     const auto now = Clock::now();
     if (now >= deadline) {
-      bump(metrics_->acquire_busy);
-      bump(series->busy);
-      const auto waited_ms = std::chrono::duration_cast<Millis>(now - started).count();
-      // Under on_busy=skip a busy lock is the expected way to lose the race: no warning.
-      log(settings.on_busy == OnBusy::kSkip ? LogLevel::kInfo : LogLevel::kWarn,
-          "event=busy name={} key={} waited_ms={} holder_ttl_ms={}", name_field(name),
-          printable(key.str()), waited_ms, reply.ttl.count());
-      return finish(Lease::refused(AcquireStatus::kBusy,
-                                   fmt::format("held by another owner; waited {}ms", waited_ms)));
+      return finish(refuse_busy(*metrics_, *series, name, key, settings, now - started, reply.ttl));
     }
     if (!watch) {
       // Arm the watch, then try again at once: a release between our try and the watch
@@ -169,9 +193,7 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
       watch = backend->watch(key);
       continue;
     }
-    Clock::duration pause = jittered(poll);
-    // The holder's key expires after ttl; no point sleeping past that.
-    if (reply.ttl > Millis{0}) pause = std::min<Clock::duration>(pause, reply.ttl + Millis{1});
+    const auto pause = pause_before_retry(poll, reply.ttl);
     if (watch->wait_until(std::min(deadline, later(now, pause)))) bump(metrics_->wakeups);
   }
 }
