@@ -20,6 +20,31 @@
 # project headers): one that includes such a header, or has a guard itself, fails the build
 # with an error naming the target and the header. Targets inside dlock's own tree and
 # targets with the property DLOCK_SKIP_WEAVE_CHECK set are not checked.
+# Whether a source is C++ by its extension, as CMake's own list has them (`.C` is C++, `.c`
+# is C). A function, not a variable: the deferred check runs in another directory's scope.
+function(_dlock_is_cxx_source source out)
+  if(source MATCHES "\\.(cpp|cc|cxx|c\\+\\+|C|CPP|CC|CXX)$")
+    set(${out} TRUE PARENT_SCOPE)
+  else()
+    set(${out} FALSE PARENT_SCOPE)
+  endif()
+endfunction()
+
+# The flags of every build type (-DNDEBUG, ...), so that the generator sees the same #if
+# branches and includes as the compiler; flags clang does not know are dropped by the
+# generator.
+function(_dlock_config_flags out)
+  separate_arguments(flags UNIX_COMMAND "${CMAKE_CXX_FLAGS}")
+  foreach(config IN ITEMS Debug Release RelWithDebInfo MinSizeRel)
+    string(TOUPPER "${config}" upper)
+    separate_arguments(flags_of_config UNIX_COMMAND "${CMAKE_CXX_FLAGS_${upper}}")
+    foreach(flag IN LISTS flags_of_config)
+      list(APPEND flags "$<$<CONFIG:${config}>:${flag}>")
+    endforeach()
+  endforeach()
+  set(${out} "${flags}" PARENT_SCOPE)
+endfunction()
+
 # The include directories of a target as a generator expression, less the compiler's own
 # (/usr/include, ...): a package whose imported target lists one (the compiler leaves it out)
 # would otherwise make the generator read every system header as a project header.
@@ -58,16 +83,7 @@ function(dlock_weave target)
   set(defines "$<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>")
   set(standard "$<TARGET_PROPERTY:${target},CXX_STANDARD>")
   set(options "$<TARGET_PROPERTY:${target},COMPILE_OPTIONS>")
-  # The flags of the build type too (-DNDEBUG, ...), so that the generator sees the same
-  # #if branches as the compiler; flags clang does not know are dropped by the generator.
-  separate_arguments(config_flags UNIX_COMMAND "${CMAKE_CXX_FLAGS}")
-  foreach(config IN ITEMS Debug Release RelWithDebInfo MinSizeRel)
-    string(TOUPPER "${config}" upper)
-    separate_arguments(flags_of_config UNIX_COMMAND "${CMAKE_CXX_FLAGS_${upper}}")
-    foreach(flag IN LISTS flags_of_config)
-      list(APPEND config_flags "$<$<CONFIG:${config}>:${flag}>")
-    endforeach()
-  endforeach()
+  _dlock_config_flags(config_flags)
 
   set(woven_sources "")
   foreach(source IN LISTS sources)
@@ -76,9 +92,8 @@ function(dlock_weave target)
       message(FATAL_ERROR "dlock_weave(${target}): the source '${source}' is a generator "
                           "expression, which dlock_weave cannot weave; list the file itself")
     endif()
-    get_filename_component(extension "${source}" LAST_EXT)
-    string(TOLOWER "${extension}" extension)
-    if(NOT extension MATCHES "^\\.(cpp|cc|cxx|c\\+\\+)$")
+    _dlock_is_cxx_source("${source}" is_cxx)
+    if(NOT is_cxx)
       list(APPEND woven_sources "${source}")  # headers, C files
       continue()
     endif()
@@ -174,6 +189,7 @@ endfunction()
 # Run at the end of the top-level CMakeLists.txt, once dlock_weave() was called somewhere.
 function(_dlock_check_unwoven_targets)
   get_property(own_dir GLOBAL PROPERTY DLOCK_OWN_SOURCE_DIR)
+  _dlock_config_flags(config_flags)
   _dlock_targets_in("${CMAKE_SOURCE_DIR}" targets)
   foreach(target IN LISTS targets)
     get_target_property(type ${target} TYPE)
@@ -191,13 +207,25 @@ function(_dlock_check_unwoven_targets)
     endif()
     get_target_property(sources ${target} SOURCES)
     set(checked "")
+    set(source_flags "")  # what sources add, for all of them: the scan may only read more
     foreach(source IN LISTS sources)
-      if(source MATCHES "\\$<" OR NOT source MATCHES "\\.(cpp|cc|cxx|c\\+\\+|CPP|CC|CXX)$")
+      _dlock_is_cxx_source("${source}" is_cxx)
+      if(source MATCHES "\\$<" OR NOT is_cxx)
         continue()
       endif()
       get_filename_component(absolute "${source}" ABSOLUTE BASE_DIR "${source_dir}")
       if(EXISTS "${absolute}")
         list(APPEND checked "${absolute}")
+      endif()
+      get_source_file_property(source_includes "${source}" TARGET_DIRECTORY ${target} INCLUDE_DIRECTORIES)
+      get_source_file_property(source_options "${source}" TARGET_DIRECTORY ${target} COMPILE_OPTIONS)
+      if(source_includes)
+        foreach(include IN LISTS source_includes)
+          list(APPEND source_flags "-I${include}")
+        endforeach()
+      endif()
+      if(source_options)
+        list(APPEND source_flags ${source_options})
       endif()
     endforeach()
     if(NOT checked)
@@ -214,7 +242,7 @@ function(_dlock_check_unwoven_targets)
               --depfile "${stamp}.d" --
               "$<$<BOOL:${includes}>:-I$<JOIN:${includes},;-I>>"
               "$<$<BOOL:${defines}>:-D$<JOIN:${defines},;-D>>"
-              "$<TARGET_PROPERTY:${target},COMPILE_OPTIONS>"
+              "$<TARGET_PROPERTY:${target},COMPILE_OPTIONS>" ${config_flags} ${source_flags}
       DEPENDS ${checked} dlock::codegen
       DEPFILE "${stamp}.d"
       COMMENT "Checking that ${target} compiles no dlock guard unwoven"

@@ -8,6 +8,7 @@
 #include <clang/AST/Type.h>
 #include <clang/Basic/Diagnostic.h>
 #include <clang/Basic/SourceManager.h>
+#include <llvm/Support/FileSystem.h>
 
 #include <algorithm>
 #include <map>
@@ -304,8 +305,9 @@ class Checker {
         sources_.isInSystemHeader(brace)) {
       const std::string header = sources_.getFilename(brace).str();
       refuse(site, "a guarded definition in system header '" + header +
-                       "' cannot be woven; put the header's directory on -I, not -isystem "
-                       "(docs/GUARD.md, Known limits)");
+                       "' cannot be woven: put its directory on -I, not -isystem, and include "
+                       "it from project files (a header first included by a system header "
+                       "is one too)");
       report_.note(definition.getLocation(), "the definition is here");
       return Shape::kRefused;
     }
@@ -609,6 +611,7 @@ class Checker {
       edit.removal_file = path_of(sources_, site.file);
     }
     edit.body_file = path_of(sources_, body_file);
+    edit.attribute_file = path_of(sources_, site.file);
     edit.body_offset = sources_.getFileOffset(brace) + 1;
     edit.brace = position(brace);
     GuardCode& code = edit.code;
@@ -634,7 +637,16 @@ class Checker {
 
 std::string path_of(const clang::SourceManager& sources, clang::FileID file) {
   const clang::OptionalFileEntryRef entry = sources.getFileEntryRefForID(file);
-  return entry ? absolute_path(entry->getName().str()) : std::string();
+  if (!entry) return {};
+  std::string path = absolute_path(entry->getName().str());
+  // `..` removed lexically may lead elsewhere through a symbolic link (to no file, or to
+  // another one): then the real path names the file, as the fast path's scan names it.
+  const llvm::StringRef real = entry->getFileEntry().tryGetRealPathName();
+  if (!real.empty() && real != path) {
+    bool same = false;
+    if (llvm::sys::fs::equivalent(path, real, same) || !same) path = real.str();
+  }
+  return path;
 }
 
 GuardChecker::GuardChecker(clang::ASTContext& context) : context_(context) {}
@@ -642,7 +654,11 @@ GuardChecker::GuardChecker(clang::ASTContext& context) : context_(context) {}
 std::vector<WeaveEdit> GuardChecker::check(const std::vector<WrittenGuard>& guards) {
   Checker checker(context_);
   std::vector<WeaveEdit> edits;
-  for (const WrittenGuard& guard : guards) checker.check(guard, edits);
+  sites_.clear();
+  for (const WrittenGuard& guard : guards) {
+    checker.check(guard, edits);
+    sites_.resize(edits.size(), guard.scope_loc);
+  }
   return edits;
 }
 

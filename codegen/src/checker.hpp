@@ -37,9 +37,12 @@ class GuardChecker {
   /// Reports every error through the context's diagnostics; returns the edits for the guards
   /// to weave, each naming its file. Meaningless once an error has been reported.
   [[nodiscard]] std::vector<WeaveEdit> check(const std::vector<WrittenGuard>& guards);
+  /// Where the attribute of each edit that check() returned is, in the same order.
+  [[nodiscard]] const std::vector<clang::SourceLocation>& sites() const { return sites_; }
 
  private:
   clang::ASTContext& context_;
+  std::vector<clang::SourceLocation> sites_;
 };
 
 }  // namespace dlock::codegen

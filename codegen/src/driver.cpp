@@ -1,16 +1,11 @@
 #include "dlock/codegen/driver.hpp"
 
-#include <clang/Basic/FileManager.h>
 #include <clang/Basic/Version.h>
-#include <clang/Basic/FileSystemOptions.h>
-#include <clang/Tooling/CompilationDatabase.h>
-#include <clang/Tooling/Tooling.h>
 #include <llvm/Support/FileSystem.h>
-#include <llvm/Support/VirtualFileSystem.h>
+#include <llvm/Support/raw_ostream.h>
 
 #include <map>
 #include <set>
-#include <llvm/Support/raw_ostream.h>
 
 #include "dlock/codegen/compiler_flags.hpp"
 #include "dlock/codegen/depfile.hpp"
@@ -18,7 +13,7 @@
 #include "dlock/codegen/files.hpp"
 #include "dlock/codegen/header_cache.hpp"
 #include "dlock/codegen/weaver.hpp"
-#include "weave_action.hpp"
+#include "parse.hpp"
 
 namespace dlock::codegen {
 namespace {
@@ -70,8 +65,8 @@ int write_outputs(const Options& options, const std::string& woven,
   bool written = true;
   for (const WovenHeader& header : headers) {
     dependencies.push_back(header.path);
-    if (header.shared && llvm::sys::fs::exists(header.path)) continue;
-    written = written && write_file_atomically(header.path, header.text, error);
+    written = written && (header.shared ? write_file_if_absent(header.path, header.text, error)
+                                        : write_file_atomically(header.path, header.text, error));
   }
   if (!written || !write_file_atomically(options.output, woven, error) ||
       (!options.depfile.empty() &&
@@ -84,31 +79,16 @@ int write_outputs(const Options& options, const std::string& woven,
   return kExitOk;
 }
 
-// Parses with clang and weaves. The compile command comes from a fixed compilation
-// database over the build's flags, as for any clang tool.
+// Parses with clang and weaves.
 WeaveOutcome weave_with_clang(const Options& options) {
-  const clang::tooling::FixedCompilationDatabase database(
-      ".", clang_flags(options.compiler_flags, DLOCK_CLANG_RESOURCE_DIR));
-  std::vector<clang::tooling::CompileCommand> commands =
-      database.getCompileCommands(options.source);
-  WeaveOutcome outcome;
-  if (commands.empty()) return outcome;
-  // ToolInvocation rather than ClangTool: the same driver, without ClangTool's extra
-  // "Error while processing" line after clang's own diagnostics.
-  llvm::IntrusiveRefCntPtr<clang::FileManager> files(
-      new clang::FileManager(clang::FileSystemOptions(), llvm::vfs::getRealFileSystem()));
-  WeaveAction::Places places{absolute_path(header_dir(options)),
-                             options.shared_header_dir.empty()
-                                 ? std::string()
-                                 : absolute_path(options.shared_header_dir),
-                             generator_context(options.compiler_flags)};
-  clang::tooling::ToolInvocation invocation(
-      std::move(commands.front().CommandLine),
-      std::make_unique<WeaveAction>(outcome, std::move(places)), files.get());
-  if (!invocation.run()) outcome.woven.reset();
-  return outcome;
+  return parse_and_weave(options.source,
+                         clang_flags(options.compiler_flags, DLOCK_CLANG_RESOURCE_DIR),
+                         {absolute_path(header_dir(options)),
+                          options.shared_header_dir.empty()
+                              ? std::string()
+                              : absolute_path(options.shared_header_dir),
+                          generator_context(options.compiler_flags)});
 }
-
 // The fast path of a source whose project headers define guarded functions and which, as
 // far as a token scan shows, only includes them: when the shared copies that the parse of
 // another source made (same headers, flags and generator) are all there, the source's
@@ -130,22 +110,27 @@ std::optional<std::string> woven_from_shared_copies(const Options& options,
       if (copied.insert(include.includer).second) pending.push_back(include.includer);
     }
   }
-  const std::vector<std::size_t> order(copied.begin(), copied.end());
+  // The keys digest every project file the copies reach, as the parse's do (include_graph).
+  std::vector<std::size_t> order;  // the copied headers first
   std::map<std::size_t, std::size_t> position;
   std::vector<CopiedFile> files;
-  for (const std::size_t index : order) {
+  auto add_file = [&](std::size_t index) {
     position.emplace(index, files.size());
+    order.push_back(index);
     files.push_back({scan.files[index], scan.texts[index], {}});
-  }
-  for (const ScannedInclude& include : scan.includes) {
-    if (copied.count(include.includer) && copied.count(include.target)) {
-      files[position[include.includer]].includes.push_back(position[include.target]);
+  };
+  for (const std::size_t index : copied) add_file(index);
+  for (std::size_t next = 0; next < files.size(); ++next) {
+    for (const ScannedInclude& include : scan.includes) {
+      if (include.includer != order[next]) continue;
+      if (!position.count(include.target)) add_file(include.target);
+      files[next].includes.push_back(position[include.target]);
     }
   }
   const std::string context = generator_context(options.compiler_flags);
   const std::string dir = absolute_path(options.shared_header_dir);
   std::map<std::size_t, std::string> paths;
-  for (std::size_t i = 0; i < files.size(); ++i) {
+  for (std::size_t i = 0; i < copied.size(); ++i) {
     std::string path = shared_copy_path(dir, copy_key(files, i, context), files[i].path);
     if (!llvm::sys::fs::exists(path)) return std::nullopt;
     copies.push_back(path);
@@ -311,6 +296,18 @@ int check_unwoven(const Options& options) {
     const std::string source = absolute_path(name);
     const IncludeScan scan = scan_for_guards(source, text, paths);
     dependencies.insert(dependencies.end(), scan.files.begin(), scan.files.end());
+    if (!scan.conclusive) {
+      status = kExitGuardErrors;
+      llvm::errs() << source << ": error: target '" << options.unwoven_target
+                   << "' compiles this source without weaving it, and a token scan cannot "
+                      "follow all of its includes (#include of a macro, #include_next, a "
+                      "directive spelled across lines), so it may compile a dlock guard "
+                      "without its lock: call dlock_weave("
+                   << options.unwoven_target
+                   << "), or set its property DLOCK_SKIP_WEAVE_CHECK if it uses no guarded "
+                      "header\n";
+      continue;
+    }
     if (!scan.guard_found || scan.only_used) continue;
     status = kExitGuardErrors;
     for (const std::string& file : scan.guard_files) {

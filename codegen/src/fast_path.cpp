@@ -47,9 +47,18 @@ bool read_header_name(std::string_view text, std::size_t from, Include& include)
   return !include.name.empty();
 }
 
+const clang::LangOptions& token_lexing_options() {
+  static const clang::LangOptions kOptions = [] {
+    clang::LangOptions lang = raw_lexing_options();
+    lang.Digraphs = 1;  // `<%` is a `{` to g++, so it must be one here
+    return lang;
+  }();
+  return kOptions;
+}
+
 // `text` must be followed by a NUL, as std::string's data is.
 FileScan scan_text(std::string_view text) {
-  clang::Lexer lexer(clang::SourceLocation(), raw_lexing_options(), text.data(), text.data(),
+  clang::Lexer lexer(clang::SourceLocation(), token_lexing_options(), text.data(), text.data(),
                      text.data() + text.size());
   FileScan scan;
   // `dlock :: guard`, or `guard` anywhere in a `[[using dlock: ...]]` list.
@@ -74,7 +83,10 @@ FileScan scan_text(std::string_view text) {
     if (token.isAtStartOfLine()) in_directive = token.is(clang::tok::hash);
     if (after_hash && token.is(clang::tok::raw_identifier)) {
       const llvm::StringRef directive = token.getRawIdentifier();
-      if (directive == "include" || directive == "include_next" || directive == "import") {
+      // A directive name spelled across a line splice cannot be read here; `include_next`
+      // depends on where its includer was found, which the scan does not track.
+      if (token.needsCleaning() || directive == "include_next") scan.conclusive = false;
+      if (directive == "include" || directive == "import") {
         Include include;
         if (read_header_name(text, offset_of(token) + token.getLength(), include)) {
           scan.includes.push_back(std::move(include));
@@ -100,10 +112,14 @@ FileScan scan_text(std::string_view text) {
   return scan;
 }
 
+// The file as the compiler opens it. `dir/link/../x.h` leads where the link leads, which the
+// lexical `dir/x.h` may not: then the real path names it (as the parse names it).
 std::optional<fs::path> existing(const fs::path& candidate) {
   std::error_code ec;
-  if (fs::is_regular_file(candidate, ec)) return fs::absolute(candidate, ec).lexically_normal();
-  return std::nullopt;
+  if (!fs::is_regular_file(candidate, ec)) return std::nullopt;
+  fs::path lexical = fs::absolute(candidate, ec).lexically_normal();
+  if (!fs::equivalent(candidate, lexical, ec)) return fs::canonical(candidate, ec);
+  return lexical;
 }
 
 std::optional<fs::path> resolve(const Include& include, const fs::path& includer_dir,
@@ -138,14 +154,6 @@ struct Tok {
   bool dirty = false;  // spelled with a `\`-newline or a universal character name
 };
 
-const clang::LangOptions& token_lexing_options() {
-  static const clang::LangOptions kOptions = [] {
-    clang::LangOptions lang = raw_lexing_options();
-    lang.Digraphs = 1;  // `<%` is a `{` to g++, so it must be one here
-    return lang;
-  }();
-  return kOptions;
-}
 
 // `text` must be followed by a NUL, as std::string's data is.
 std::vector<Tok> lex_tokens(std::string_view text) {

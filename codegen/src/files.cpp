@@ -41,6 +41,19 @@ bool write_file_atomically(const std::string& path, std::string_view content, st
   return true;
 }
 
+bool write_file_if_absent(const std::string& path, std::string_view content,
+                          std::string& error) {
+  const std::string temporary = path + ".new." + std::to_string(::getpid());
+  if (!write_file_atomically(temporary, content, error)) return false;
+  // link() fails with EEXIST when another run was first: its file (the same text) stays,
+  // with its time.
+  const bool linked = ::link(temporary.c_str(), path.c_str()) == 0 || errno == EEXIST;
+  if (!linked) error = "cannot create '" + path + "': " + std::strerror(errno);
+  std::error_code ec;
+  fs::remove(temporary, ec);
+  return linked;
+}
+
 void remove_file(const std::string& path) {
   std::error_code ec;
   fs::remove(path, ec);  // absent is fine; anything else shows up when writing

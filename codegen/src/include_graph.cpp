@@ -15,6 +15,7 @@
 
 #include "dlock/codegen/files.hpp"
 #include "dlock/codegen/header_cache.hpp"
+#include "checker.hpp"
 
 namespace dlock::codegen {
 
@@ -41,12 +42,7 @@ class IncludeRecorder : public clang::PPCallbacks {
     const clang::FileID id = sources_.getFileID(sources_.getExpansionLoc(location));
     const clang::OptionalFileEntryRef entry = sources_.getFileEntryRefForID(id);
     if (!entry) return;
-    std::string path = absolute_path(entry->getName().str());
-    // `..` removed lexically may lead elsewhere through a symbolic link; Ninja must find
-    // the file, or it would re-run the generator on every build.
-    if (!llvm::sys::fs::exists(path) && !entry->getFileEntry().tryGetRealPathName().empty()) {
-      path = entry->getFileEntry().tryGetRealPathName().str();
-    }
+    std::string path = path_of(sources_, id);
     const FileKey key = &entry->getFileEntry();
     graph_.keys_.emplace(path, key);
     auto [file, inserted] = graph_.files_.try_emplace(key);
@@ -59,7 +55,20 @@ class IncludeRecorder : public clang::PPCallbacks {
     graph_.dependencies_.push_back(std::move(path));
   }
 
-  void InclusionDirective(clang::SourceLocation hash, const clang::Token&, llvm::StringRef,
+  void HasInclude(clang::SourceLocation name, llvm::StringRef, bool angled,
+                  clang::OptionalFileEntryRef target, clang::SrcMgr::CharacteristicKind) override {
+    if (angled || !target || !name.isFileID()) return;
+    const clang::OptionalFileEntryRef includer =
+        sources_.getFileEntryRefForID(sources_.getFileID(name));
+    if (!includer) return;
+    const std::size_t begin = sources_.getFileOffset(name);
+    const std::size_t length = clang::Lexer::MeasureTokenLength(name, sources_, language_);
+    graph_.probes_.push_back({&includer->getFileEntry(), {begin, begin + length},
+                              &target->getFileEntry()});
+  }
+
+  void InclusionDirective(clang::SourceLocation hash, const clang::Token& keyword,
+                          llvm::StringRef,
                           bool angled, clang::CharSourceRange name,
                           clang::OptionalFileEntryRef target, llvm::StringRef, llvm::StringRef,
                           const clang::Module*, bool, clang::SrcMgr::CharacteristicKind) override {
@@ -76,6 +85,11 @@ class IncludeRecorder : public clang::PPCallbacks {
       return;
     }
     directive.includer = &includer->getFileEntry();
+    if (keyword.getIdentifierInfo() != nullptr &&
+        keyword.getIdentifierInfo()->getName() == "include_next" && keyword.getLocation().isFileID()) {
+      const std::size_t at = sources_.getFileOffset(keyword.getLocation());
+      directive.next_keyword = ByteRange{at, at + keyword.getLength()};
+    }
     const clang::SourceLocation begin = name.getBegin();
     const clang::SourceLocation end = name.getEnd();
     directive.computed = !begin.isFileID() || !end.isFileID() ||
@@ -123,6 +137,21 @@ FileKey IncludeGraph::key_of(const std::string& path) const {
   return found == keys_.end() ? nullptr : found->second;
 }
 
+bool IncludeGraph::includes(FileKey from, FileKey to) const {
+  std::set<FileKey> reached{from};
+  std::vector<FileKey> pending{from};
+  while (!pending.empty()) {
+    const FileKey next = pending.back();
+    pending.pop_back();
+    for (const IncludeDirective& directive : directives_) {
+      if (directive.includer != next) continue;
+      if (directive.target == to) return true;
+      if (reached.insert(directive.target).second) pending.push_back(directive.target);
+    }
+  }
+  return false;
+}
+
 namespace {
 
 // `dir/<hash of the original path>/<its name>`: the name stays readable in the compiler's
@@ -136,18 +165,6 @@ std::string copy_path(const std::string& dir, const std::string& original) {
 }
 
 }  // namespace
-
-// A copy may be shared when no block that `#if` skipped could have shaped it: none holds a
-// guard or an include (the words are enough; a false alarm only costs a parse).
-bool shapes_nothing(const ReadFile& file) {
-  for (const ByteRange& range : file.skipped_first) {
-    const std::string_view block = file.text.substr(range.begin, range.end - range.begin);
-    for (const std::string_view word : {"dlock", "include", "import"}) {
-      if (block.find(word) != std::string_view::npos) return false;
-    }
-  }
-  return true;
-}
 
 HeaderCopies IncludeGraph::plan_copies(FileKey main, const std::set<FileKey>& headers,
                                        const std::string& dir, const std::string& shared_dir,
@@ -178,13 +195,26 @@ HeaderCopies IncludeGraph::plan_copies(FileKey main, const std::set<FileKey>& he
       pending.push_back(directive.includer);
     }
   }
-  // Their keys, from the copied headers each one reaches.
-  const std::vector<FileKey> order(copied.begin(), copied.end());
+  // Their keys: from every project file each one reaches (a header that is not copied may
+  // still decide a return type), and shareable only when no `#if` skipped a block in any of
+  // them (the source's macros could have decided it otherwise).
+  std::vector<FileKey> order;  // the copied headers first
   std::map<FileKey, std::size_t> position;
   std::vector<CopiedFile> files;
-  for (const FileKey key : order) {
+  auto add_file = [&](FileKey key) {
     position.emplace(key, files.size());
+    order.push_back(key);
     files.push_back({file(key)->path, file(key)->text, {}});
+  };
+  for (const FileKey key : copied) add_file(key);
+  for (std::size_t next = 0; next < files.size(); ++next) {
+    for (const IncludeDirective& directive : directives_) {
+      if (directive.includer != order[next]) continue;
+      const ReadFile* target = file(directive.target);
+      if (target == nullptr || target->system) continue;
+      if (!position.count(directive.target)) add_file(directive.target);
+      files[next].includes.push_back(position[directive.target]);
+    }
   }
   for (const IncludeDirective& directive : directives_) {
     if (directive.includer == nullptr && copied.count(directive.target)) {
@@ -194,20 +224,16 @@ HeaderCopies IncludeGraph::plan_copies(FileKey main, const std::set<FileKey>& he
                               "is included with -include, which dlock cannot point at its "
                               "woven copy; include it from the source");
     }
-    if (copied.count(directive.includer) && copied.count(directive.target)) {
-      files[position[directive.includer]].includes.push_back(position[directive.target]);
-    }
   }
-  for (std::size_t i = 0; i < files.size(); ++i) {
+  for (std::size_t i = 0; i < copied.size(); ++i) {
     const std::string key = copy_key(files, i, context);
     bool shareable = !shared_dir.empty();
-    // Every copy it reaches must be shareable too: its text names their paths.
     std::set<std::size_t> reached{i};
     std::vector<std::size_t> pending_files{i};
     while (shareable && !pending_files.empty()) {
       const std::size_t next = pending_files.back();
       pending_files.pop_back();
-      shareable = shapes_nothing(*file(order[next]));
+      shareable = file(order[next])->skipped_first.empty();
       for (const std::size_t included : files[next].includes) {
         if (reached.insert(included).second) pending_files.push_back(included);
       }
@@ -219,6 +245,18 @@ HeaderCopies IncludeGraph::plan_copies(FileKey main, const std::set<FileKey>& he
       plan.copies.emplace(order[i], copy_path(dir, files[i].path));
     }
   }
+  // A copy names the copies it includes: shared only if they all are.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const IncludeDirective& directive : directives_) {
+      if (plan.shared.count(directive.includer) && copied.count(directive.target) &&
+          !plan.shared.count(directive.target)) {
+        plan.shared.erase(directive.includer);
+        plan.copies[directive.includer] = copy_path(dir, file(directive.includer)->path);
+        changed = true;
+      }
+    }
+  }
 
   for (const IncludeDirective& directive : directives_) {
     const bool in_copy = copied.count(directive.includer) > 0;
@@ -228,10 +266,14 @@ HeaderCopies IncludeGraph::plan_copies(FileKey main, const std::set<FileKey>& he
     std::string to;
     if (copy != plan.copies.end()) {
       to = copy->second;
-    } else if (in_copy && !directive.angled && target != nullptr && !target->system) {
+    } else if (in_copy && target != nullptr &&
+               ((!directive.angled && !target->system) || directive.next_keyword)) {
       to = target->path;  // the copy is elsewhere: name the original exactly
     } else {
       continue;
+    }
+    if (in_copy && directive.next_keyword) {
+      plan.rewrites[directive.includer].push_back({*directive.next_keyword, "include"});
     }
     if (directive.computed || to.find_first_of("\"\n") != std::string::npos) {
       plan.problems.emplace_back(
@@ -241,6 +283,15 @@ HeaderCopies IncludeGraph::plan_copies(FileKey main, const std::set<FileKey>& he
       continue;
     }
     plan.rewrites[directive.includer].push_back({directive.name, "\"" + to + "\""});
+  }
+  for (const IncludeProbe& probe : probes_) {
+    const ReadFile* target = file(probe.target);
+    if (!copied.count(probe.includer) || target == nullptr || target->system) continue;
+    const auto copy = plan.copies.find(probe.target);
+    const std::string& to = copy != plan.copies.end() ? copy->second : target->path;
+    if (to.find_first_of("\"\\\n") == std::string::npos) {
+      plan.rewrites[probe.includer].push_back({probe.name, "\"" + to + "\""});
+    }
   }
   // A header included twice gives the same directive twice.
   for (auto& [key, edits] : plan.rewrites) {

@@ -20,6 +20,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -56,6 +57,17 @@ struct IncludeDirective {
   bool computed = false;       ///< `#include MACRO`: no name to replace
   bool angled = false;
   FileKey target = nullptr;
+  /// `#include_next`: where its includer was found decides the search, so in a copy it
+  /// becomes an `#include` of the file it found. The range of `include_next`.
+  std::optional<ByteRange> next_keyword;
+};
+
+/// A quoted `__has_include("...")`: in a copy it is pointed at the file it found, as an
+/// `#include` is.
+struct IncludeProbe {
+  FileKey includer = nullptr;
+  ByteRange name;  ///< the string literal
+  FileKey target = nullptr;
 };
 
 /// The copies to write and the edits that make the woven files include them.
@@ -79,6 +91,8 @@ class IncludeGraph {
   [[nodiscard]] const ReadFile* file(FileKey key) const;
   /// The file read under this absolute path, by any of its spellings.
   [[nodiscard]] FileKey key_of(const std::string& path) const;
+  /// Whether `from` includes `to`, directly or through other files.
+  [[nodiscard]] bool includes(FileKey from, FileKey to) const;
 
   /// Plans the copies of `headers` (files holding guarded bodies) and of every header through
   /// which `main` includes one: under `shared_dir` by their keys (header_cache.hpp), when
@@ -92,6 +106,7 @@ class IncludeGraph {
   std::map<FileKey, ReadFile> files_;
   std::map<std::string, FileKey> keys_;
   std::vector<IncludeDirective> directives_;
+  std::vector<IncludeProbe> probes_;
   std::vector<std::string> dependencies_;
   bool dlock_macro_ = false;
 };

@@ -4,8 +4,12 @@
 #include <clang/AST/ASTContext.h>
 #include <clang/Basic/SourceManager.h>
 #include <clang/Frontend/CompilerInstance.h>
+#include <clang/Lex/HeaderSearch.h>
 #include <clang/Lex/PPCallbacks.h>
 #include <clang/Lex/Preprocessor.h>
+#include <clang/Tooling/CompilationDatabase.h>
+#include <clang/Tooling/Tooling.h>
+#include <llvm/Support/VirtualFileSystem.h>
 
 #include <map>
 #include <set>
@@ -21,8 +25,13 @@ namespace {
 class WeaveConsumer : public clang::ASTConsumer {
  public:
   WeaveConsumer(const GuardCollector& collector, const IncludeGraph& includes,
-                const WeaveAction::Places& places, WeaveOutcome& outcome)
-      : collector_(collector), includes_(includes), places_(places), outcome_(outcome) {}
+                const WeaveAction::Places& places, clang::Preprocessor& preprocessor,
+                WeaveOutcome& outcome)
+      : collector_(collector),
+        includes_(includes),
+        places_(places),
+        preprocessor_(preprocessor),
+        outcome_(outcome) {}
 
   // Most of a parse is the bodies of inline functions and templates in headers, which the
   // generator never looks at: they are skipped (the parser only matches their braces), except
@@ -53,21 +62,36 @@ class WeaveConsumer : public clang::ASTConsumer {
     outcome_.clang_errors =
         context.getDiagnostics().getNumErrors() > collector_.misplaced();
     // Guards are checked even after a clang error, so that one run reports everything.
-    std::vector<WeaveEdit> edits = GuardChecker(context).check(collector_.guards());
+    GuardChecker checker(context);
+    std::vector<WeaveEdit> edits = checker.check(collector_.guards());
+    const std::vector<clang::SourceLocation>& sites = checker.sites();
     const clang::SourceManager& sources = context.getSourceManager();
+    clang::DiagnosticsEngine& diagnostics = context.getDiagnostics();
     const FileKey main = includes_.key_of(path_of(sources, sources.getMainFileID()));
-    if (main == nullptr) return;
+    if (main == nullptr) {
+      report(diagnostics, sources.getLocForStartOfFile(sources.getMainFileID()),
+             "cannot tell which file this is (" +
+                 path_of(sources, sources.getMainFileID()) + "); nothing was woven");
+      return;
+    }
     // Each file's edits name it by its one path (a header may be spelled several ways).
     std::set<FileKey> headers;
-    for (WeaveEdit& edit : edits) {
+    for (std::size_t i = 0; i < edits.size(); ++i) {
+      WeaveEdit& edit = edits[i];
       const FileKey body = includes_.key_of(edit.body_file);
-      if (body != main && body != nullptr) headers.insert(body);
+      if (body == nullptr) {
+        report(diagnostics, sites[i],
+               "cannot tell which file holds the body of this guarded function (" +
+                   edit.body_file + "); it was not woven");
+        continue;
+      }
+      if (body != main) headers.insert(body);
+      check_reaches_guard(diagnostics, edit, body, sites[i]);
       canonical_path(edit.body_file);
       canonical_path(edit.removal_file);
     }
     report_unseen_guards(context, main);
     for (const FileKey header : headers) report_unseen_guards(context, header);
-    clang::DiagnosticsEngine& diagnostics = context.getDiagnostics();
     if (diagnostics.hasErrorOccurred()) return;
 
     const HeaderCopies copies = includes_.plan_copies(main, headers, places_.header_dir,
@@ -78,7 +102,8 @@ class WeaveConsumer : public clang::ASTConsumer {
     for (const auto& [key, path] : copies.copies) {
       std::optional<std::string> text = weave(context, key, edits, copies, false);
       if (!text) return;
-      outcome_.headers.push_back({path, std::move(*text), copies.shared.count(key) > 0});
+      outcome_.headers.push_back(
+          {path, original_first_check(context, key) + std::move(*text), copies.shared.count(key) > 0});
     }
     outcome_.woven = weave(context, main, edits, copies, true);
   }
@@ -90,8 +115,42 @@ class WeaveConsumer : public clang::ASTConsumer {
     diagnostics.Report(where, id) << message;
   }
 
+  // A guard on a declaration in one header, with the definition in another: every source
+  // that compiles the definition must see the guard, or one that includes only the defining
+  // header would compile it unguarded (and the linker keeps either copy). So the defining
+  // file must include the guard's file.
+  void check_reaches_guard(clang::DiagnosticsEngine& diagnostics, const WeaveEdit& edit,
+                           FileKey body, clang::SourceLocation site) const {
+    const FileKey guard = includes_.key_of(edit.attribute_file);
+    if (guard == nullptr || guard == body || includes_.includes(body, guard)) return;
+    report(diagnostics, site,
+           "this guard's function is defined in '" + edit.body_file +
+               "', which does not include '" + edit.attribute_file +
+               "': a source including only the former would compile it without the lock; "
+               "include this header there, or put the guard on the definition");
+  }
+
   void canonical_path(std::string& path) const {
     if (const ReadFile* file = includes_.file(includes_.key_of(path))) path = file->path;
+  }
+
+  // A copy and its original are two files: were the original included first (through a
+  // header dlock does not see, such as a system header), its include guard would hide the
+  // copy and leave the definitions unguarded. The copy refuses to compile then.
+  std::string original_first_check(clang::ASTContext& context, FileKey key) {
+    const ReadFile& file = *includes_.file(key);
+    const clang::OptionalFileEntryRef entry =
+        context.getSourceManager().getFileEntryRefForID(file.first);
+    if (!entry) return {};
+    const clang::IdentifierInfo* macro =
+        preprocessor_.getHeaderSearchInfo().getFileInfo(*entry).getControllingMacro(nullptr);
+    if (macro == nullptr) return {};  // `#pragma once`: both would be compiled, and clash
+    const std::string name = macro->getName().str();
+    const std::string mark = "DLOCK_WOVEN_" + name;
+    return "#if defined(" + name + ") && !defined(" + mark + ")\n#error \"dlock: " +
+           file.path + " was included before its woven copy, without its guards (through a "
+           "system header or -include?); include it from project files only\"\n#endif\n"
+           "#define " + mark + "\n";
   }
 
   // One woven file: the source (with the runtime's includes first) or a header's copy.
@@ -150,6 +209,7 @@ class WeaveConsumer : public clang::ASTConsumer {
   const GuardCollector& collector_;
   const IncludeGraph& includes_;
   const WeaveAction::Places& places_;
+  clang::Preprocessor& preprocessor_;
   WeaveOutcome& outcome_;
   std::map<clang::FileID, bool> file_mentions_guard_;
 };
@@ -163,9 +223,27 @@ bool WeaveAction::BeginSourceFileAction(clang::CompilerInstance& compiler) {
   return true;
 }
 
-std::unique_ptr<clang::ASTConsumer> WeaveAction::CreateASTConsumer(clang::CompilerInstance&,
-                                                                   llvm::StringRef) {
-  return std::make_unique<WeaveConsumer>(collector_, includes_, places_, outcome_);
+std::unique_ptr<clang::ASTConsumer> WeaveAction::CreateASTConsumer(
+    clang::CompilerInstance& compiler, llvm::StringRef) {
+  return std::make_unique<WeaveConsumer>(collector_, includes_, places_,
+                                         compiler.getPreprocessor(), outcome_);
+}
+
+WeaveOutcome parse_and_weave(const std::string& source, std::vector<std::string> flags,
+                             WeavePlaces places) {
+  const clang::tooling::FixedCompilationDatabase database(".", flags);
+  std::vector<clang::tooling::CompileCommand> commands = database.getCompileCommands(source);
+  WeaveOutcome outcome;
+  if (commands.empty()) return outcome;
+  // ToolInvocation rather than ClangTool: the same driver, without ClangTool's extra
+  // "Error while processing" line after clang's own diagnostics.
+  llvm::IntrusiveRefCntPtr<clang::FileManager> files(
+      new clang::FileManager(clang::FileSystemOptions(), llvm::vfs::getRealFileSystem()));
+  clang::tooling::ToolInvocation invocation(
+      std::move(commands.front().CommandLine),
+      std::make_unique<WeaveAction>(outcome, std::move(places)), files.get());
+  if (!invocation.run()) outcome.woven.reset();
+  return outcome;
 }
 
 void WeaveAction::ExecuteAction() {

@@ -191,6 +191,28 @@ bool needs_parse(const std::string& source_text, const std::string& other_header
   return scan.needs_parse();
 }
 
+// What the scan makes of a source that reaches a header with a guard by an unusual include.
+IncludeScan scan_with_guarded_header(const std::string& source_text) {
+  TempDir dir;
+  dir.write("guarded.hpp", "#pragma once\n[[dlock::guard(\"k\")]] inline void f() {}\n");
+  const std::string source = dir.write("a.cpp", source_text);
+  return scan_for_guards(source, source_text, {});
+}
+
+TEST(FastPath, FollowsADigraphInclude) {
+  const IncludeScan scan = scan_with_guarded_header("%:include \"guarded.hpp\"\n");
+  EXPECT_TRUE(scan.guard_found);
+  EXPECT_TRUE(scan.needs_parse());
+}
+
+TEST(FastPath, GivesUpOnIncludesItCannotFollow) {
+  // A directive name spelled across a line splice, and #include_next (its search depends on
+  // where the includer was found): the parse decides.
+  EXPECT_FALSE(scan_with_guarded_header("#inc\\\nlude \"guarded.hpp\"\n").conclusive);
+  EXPECT_FALSE(scan_with_guarded_header("#include_next <guarded.hpp>\n").conclusive);
+  EXPECT_TRUE(scan_with_guarded_header("#include_next <guarded.hpp>\n").needs_parse());
+}
+
 TEST(FastPath, ParsesASourceThatMayDefineAHeaderGuardedFunction) {
   // Out of line by its qualified name, inside its namespace, or through a namespace alias.
   EXPECT_TRUE(needs_parse("void ns::Cls::f(int id) const { (void)id; }\n"));

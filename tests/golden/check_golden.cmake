@@ -19,11 +19,19 @@ endif()
 file(READ "${OUTPUT}" actual)
 # Woven copies of headers follow the source, each under a line naming it; their directory,
 # OUTPUT.headers/<hash of the original path>, reads as @HEADERS@.
-file(GLOB_RECURSE copies LIST_DIRECTORIES false "${OUTPUT}.headers/*")
-list(SORT copies)
+# The hashed directories depend on where the tree is checked out, so the copies are listed in
+# the order of their paths below those directories.
+file(GLOB_RECURSE copies LIST_DIRECTORIES false RELATIVE "${OUTPUT}.headers" "${OUTPUT}.headers/*")
+set(named_copies "")
 foreach(copy IN LISTS copies)
-  file(READ "${copy}" copy_text)
-  string(APPEND actual "// ---- woven copy ${copy} ----\n${copy_text}")
+  string(REGEX REPLACE "^[0-9a-f]+/" "" name "${copy}")
+  list(APPEND named_copies "${name}|${copy}")
+endforeach()
+list(SORT named_copies)
+foreach(entry IN LISTS named_copies)
+  string(REGEX REPLACE "^[^|]*\\|" "" copy "${entry}")
+  file(READ "${OUTPUT}.headers/${copy}" copy_text)
+  string(APPEND actual "// ---- woven copy ${OUTPUT}.headers/${copy} ----\n${copy_text}")
 endforeach()
 string(REPLACE "${OUTPUT}.headers/" "@HEADERS@/" actual "${actual}")
 string(REGEX REPLACE "@HEADERS@/[0-9a-f]+/" "@HEADERS@/" actual "${actual}")

@@ -13,6 +13,19 @@ int use_stock() {
   refresh_everything();
   return stock.reserve(42, 1) + shop::cached<int>("k").value_or(0) + shelf.take();
 }
+// ---- woven copy @HEADERS@/inline_definition.hpp ----
+#line 1 "@GOLDEN_DIR@/include/shop/inline_definition.hpp"
+// The definition of a function guarded in another header, inline in a header that does not
+// mention dlock::guard: its copy is woven; the guard stays on the declaration.
+#pragma once
+
+#include "@GOLDEN_DIR@/include/shop/guarded_declaration.hpp"
+
+inline void refresh_everything() {
+#line 4 "@GOLDEN_DIR@/include/shop/guarded_declaration.hpp"
+static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite dlock_site_; dlock_site_.name = "refresh_everything"; dlock_site_.skippable = true; dlock_site_.file = __FILE__; dlock_site_.line = 4; return dlock_site_; }(); ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("inline")); if (!dlock_guard_.entered()) return;
+#line 7 "@GOLDEN_DIR@/include/shop/inline_definition.hpp"
+}
 // ---- woven copy @HEADERS@/stock.hpp ----
 #line 1 "@GOLDEN_DIR@/include/shop/stock.hpp"
 // Guards on definitions in a header: woven in a copy of this header for each source that
@@ -76,16 +89,3 @@ static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite dloc
 }
 
 }  // namespace shop
-// ---- woven copy @HEADERS@/inline_definition.hpp ----
-#line 1 "@GOLDEN_DIR@/include/shop/inline_definition.hpp"
-// The definition of a function guarded in another header, inline in a header that does not
-// mention dlock::guard: its copy is woven; the guard stays on the declaration.
-#pragma once
-
-#include "@GOLDEN_DIR@/include/shop/guarded_declaration.hpp"
-
-inline void refresh_everything() {
-#line 4 "@GOLDEN_DIR@/include/shop/guarded_declaration.hpp"
-static const ::dlock::GuardSite dlock_guard_site_ = [] { ::dlock::GuardSite dlock_site_; dlock_site_.name = "refresh_everything"; dlock_site_.skippable = true; dlock_site_.file = __FILE__; dlock_site_.line = 4; return dlock_site_; }(); ::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format("inline")); if (!dlock_guard_.entered()) return;
-#line 7 "@GOLDEN_DIR@/include/shop/inline_definition.hpp"
-}

@@ -15,6 +15,12 @@ namespace dlock::codegen {
 [[nodiscard]] bool write_file_atomically(const std::string& path, std::string_view content,
                                          std::string& error);
 
+/// Writes `content` to `path` unless a file is there already, which is then left untouched
+/// (with its modification time); of two runs racing, one file wins whole. For files whose
+/// name says what they hold.
+[[nodiscard]] bool write_file_if_absent(const std::string& path, std::string_view content,
+                                        std::string& error);
+
 /// Removes `path` if it exists; an absent file is not an error.
 void remove_file(const std::string& path);
 

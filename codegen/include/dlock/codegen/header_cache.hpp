@@ -5,11 +5,12 @@
 // need the same copy; parsing each of them for it would cost most of a compile. So a parse
 // also writes its copies under a directory shared by the target, each under a key that
 // digests everything the copy was made from: the generator, the compiler flags, and the path
-// and text of the header and of every copied header it includes. A later source whose token
+// and text of the header and of every project header it reaches. A later source whose token
 // scan reaches the same headers computes the same keys; when every copy it needs exists, it
 // only points its includes at them, without a parse. Any difference (another text, other
-// flags, a header reached another way, a copy that depended on #if) gives another key, and
-// the source is parsed.
+// flags, a header reached another way) gives another key, and the source is parsed. A copy
+// whose headers had a block skipped by #if (which the including source's macros may decide)
+// is never shared.
 //
 //   std::vector<CopiedFile> files = ...;             // the copied headers and their includes
 //   std::string key = copy_key(files, i, generator_context(flags));
@@ -23,7 +24,7 @@
 
 namespace dlock::codegen {
 
-/// A header that is copied, with the copied headers it includes (indices into the same list).
+/// A project header the copies reach, with the ones it includes (indices into the same list).
 struct CopiedFile {
   std::string path;  ///< absolute path of the original
   std::string_view text;

@@ -57,6 +57,7 @@ struct GuardCode {
 struct WeaveEdit {
   std::optional<ByteRange> removal;  ///< the attribute, when it is removed
   std::string removal_file;          ///< absolute path of the attribute's file; empty: any
+  std::string attribute_file;        ///< absolute path of the attribute's file
   std::size_t body_offset = 0;       ///< just after the `{` of the body
   std::string body_file;             ///< absolute path of the body's file; empty: any
   LinePosition brace;                ///< where that `{` is
