@@ -720,8 +720,39 @@ class Loader {
         entries(entry.value, entry.value_mark(), entry.path, "backend settings");
     const Entry* topology_entry = find_entry(items, "topology");
     if (topology_entry == nullptr) fail(entry.value_mark(), entry.path, missing_topology);
+    const TopologySpec& spec = topology(*topology_entry);
+    // Every key is checked before any value, so a typo is reported before what it causes.
+    check_backend_keys(items, spec);
 
-    const std::string topology_name = scalar(*topology_entry, "a topology");
+    BackendConfig backend;
+    backend.name = entry.key;
+    backend.topology = spec.topology;
+    std::optional<ParsedAddress> url;
+    const Entry* address_entry = nullptr;
+    for (const Entry& item : items) {
+      if (item.key == "address") {
+        address_entry = &item;
+        url = address(item, "an address", item.value_mark());
+        backend.endpoints = {url->endpoint};
+      } else {
+        backend_value(item, spec, backend);
+      }
+    }
+    for (std::string_view key : spec.required) {
+      if (find_entry(items, key) == nullptr) {
+        fail(entry.value_mark(), entry.path,
+             fmt::format("missing required key '{}' for a {} backend", key, spec.name));
+      }
+    }
+    if (url) merge_url(*url, *address_entry, items, backend);
+    check_credentials(items, address_entry, backend);
+    warn_even_instances(items, backend);
+    return backend;
+  }
+
+  // The topology named by the `topology:` entry.
+  const TopologySpec& topology(const Entry& topology_entry) const {
+    const std::string topology_name = scalar(topology_entry, "a topology");
     const TopologySpec* spec = nullptr;
     KeyList topology_names;
     for (const TopologySpec& candidate : kTopologies) {
@@ -730,15 +761,18 @@ class Loader {
     }
     if (spec == nullptr) {
       std::string typo = did_you_mean(topology_name, topology_names);
-      fail(topology_entry->value_mark(), topology_entry->path,
+      fail(topology_entry.value_mark(), topology_entry.path,
            fmt::format("unknown topology '{}'{}{}", printable(topology_name), typo,
                        typo.empty() ? fmt::format(" (expected one of: {})", kTopologyList) : ""));
     }
+    return *spec;
+  }
 
-    // Every key is checked before any value, so a typo is reported before what it causes.
+  // Refuses a key that does not belong in a backend of `spec`'s topology.
+  void check_backend_keys(const std::vector<Entry>& items, const TopologySpec& spec) const {
     KeyList allowed = {"topology"};
-    allowed.insert(allowed.end(), spec->own_keys.begin(), spec->own_keys.end());
-    if (spec->uses_redis) {
+    allowed.insert(allowed.end(), spec.own_keys.begin(), spec.own_keys.end());
+    if (spec.uses_redis) {
       allowed.insert(allowed.end(), std::begin(kRedisKeys), std::end(kRedisKeys));
     }
     for (const Entry& item : items) {
@@ -747,14 +781,14 @@ class Loader {
       for (const TopologySpec& other : kTopologies) {
         if (contains(other.own_keys, item.key)) owner = &other;
       }
-      if (!spec->uses_redis && (owner != nullptr || contains(kRedisKeys, item.key))) {
+      if (!spec.uses_redis && (owner != nullptr || contains(kRedisKeys, item.key))) {
         fail(item.key_mark, item.path,
              "does not apply to a memory backend: it lives in this process and connects to "
              "no server");
       }
       if (owner != nullptr) {
         fail(item.key_mark, item.path,
-             fmt::format("does not apply to a {} backend (it is a {} setting)", spec->name,
+             fmt::format("does not apply to a {} backend (it is a {} setting)", spec.name,
                          owner->name));
       }
       unknown_key(item, allowed,
@@ -762,80 +796,72 @@ class Loader {
                       ? " (lock settings go under 'defaults', 'policies' or 'locks')"
                       : "");
     }
+  }
 
-    BackendConfig backend;
-    backend.name = entry.key;
-    backend.topology = spec->topology;
-    std::optional<ParsedAddress> url;
-    const Entry* address_entry = nullptr;
-    for (const Entry& item : items) {
-      const std::string_view key = item.key;
-      if (key == "topology") {
-        continue;
-      } else if (key == "address") {
-        address_entry = &item;
-        url = address(item, "an address", item.value_mark());
-        backend.endpoints = {url->endpoint};
-      } else if (key == "sentinels") {
-        backend.endpoints =
-            endpoint_list(item, "sentinel", "sentinel_username and sentinel_password");
-      } else if (key == "nodes") {
-        backend.endpoints = endpoint_list(item, "node", "username and password");
-      } else if (key == "instances") {
-        backend.endpoints = endpoint_list(item, "instance", "username and password");
-      } else if (key == "master_name") {
-        backend.master_name = non_empty(item, "a master name");
-      } else if (key == "wait_replicas") {
-        backend.wait_replicas = integer(item, 0, std::numeric_limits<int>::max());
-      } else if (key == "clock_drift_factor") {
-        backend.clock_drift_factor = clock_drift_factor(item);
-      } else if (key == "username") {
-        backend.username = expanded(item, "a user name");
-      } else if (key == "password") {
-        backend.password = expanded(item, "a password");
-      } else if (key == "sentinel_username") {
-        backend.sentinel_username = expanded(item, "a user name");
-      } else if (key == "sentinel_password") {
-        backend.sentinel_password = expanded(item, "a password");
-      } else if (key == "database") {
-        backend.database = integer(item, 0, std::numeric_limits<int>::max());
-        if (spec->topology == Topology::kCluster && backend.database != 0) {
-          fail(item.value_mark(), item.path, "Redis Cluster has only database 0");
-        }
-      } else if (key == "connect_timeout") {
-        backend.connect_timeout = duration(item, false);
-      } else if (key == "command_timeout") {
-        backend.command_timeout = duration(item, false);
-      } else if (key == "poll_interval") {
-        backend.poll_interval = duration(item, false);
-      } else if (key == "pool_size") {
-        backend.pool_size = integer(item, 1, kMaxPoolSize);
+  // Reads one backend setting (any but `topology` and `address`) into `backend`.
+  void backend_value(const Entry& item, const TopologySpec& spec, BackendConfig& backend) const {
+    const std::string_view key = item.key;
+    if (key == "sentinels") {
+      backend.endpoints =
+          endpoint_list(item, "sentinel", "sentinel_username and sentinel_password");
+    } else if (key == "nodes") {
+      backend.endpoints = endpoint_list(item, "node", "username and password");
+    } else if (key == "instances") {
+      backend.endpoints = endpoint_list(item, "instance", "username and password");
+    } else if (key == "master_name") {
+      backend.master_name = non_empty(item, "a master name");
+    } else if (key == "wait_replicas") {
+      backend.wait_replicas = integer(item, 0, std::numeric_limits<int>::max());
+    } else if (key == "clock_drift_factor") {
+      backend.clock_drift_factor = clock_drift_factor(item);
+    } else if (key == "username") {
+      backend.username = expanded(item, "a user name");
+    } else if (key == "password") {
+      backend.password = expanded(item, "a password");
+    } else if (key == "sentinel_username") {
+      backend.sentinel_username = expanded(item, "a user name");
+    } else if (key == "sentinel_password") {
+      backend.sentinel_password = expanded(item, "a password");
+    } else if (key == "database") {
+      backend.database = integer(item, 0, std::numeric_limits<int>::max());
+      if (spec.topology == Topology::kCluster && backend.database != 0) {
+        fail(item.value_mark(), item.path, "Redis Cluster has only database 0");
       }
+    } else if (key == "connect_timeout") {
+      backend.connect_timeout = duration(item, false);
+    } else if (key == "command_timeout") {
+      backend.command_timeout = duration(item, false);
+    } else if (key == "poll_interval") {
+      backend.poll_interval = duration(item, false);
+    } else if (key == "pool_size") {
+      backend.pool_size = integer(item, 1, kMaxPoolSize);
     }
+  }
 
-    for (std::string_view key : spec->required) {
-      if (find_entry(items, key) == nullptr) {
-        fail(entry.value_mark(), entry.path,
-             fmt::format("missing required key '{}' for a {} backend", key, spec->name));
-      }
-    }
+  // What the address URL carries: user name, password, database.
+  void merge_url(const ParsedAddress& url, const Entry& address_entry,
+                 const std::vector<Entry>& items, BackendConfig& backend) const {
+    merge_from_url(address_entry, items, "username", !url.username.empty(),
+                   [&] { backend.username = url.username; });
+    merge_from_url(address_entry, items, "password", !url.password.empty(),
+                   [&] { backend.password = url.password; });
+    merge_from_url(address_entry, items, "database", url.database.has_value(),
+                   [&] { backend.database = *url.database; });
+  }
 
-    if (url) {
-      merge_from_url(*address_entry, items, "username", !url->username.empty(),
-                     [&] { backend.username = url->username; });
-      merge_from_url(*address_entry, items, "password", !url->password.empty(),
-                     [&] { backend.password = url->password; });
-      merge_from_url(*address_entry, items, "database", url->database.has_value(),
-                     [&] { backend.database = *url->database; });
-    }
-    // Redis authenticates only with a password; a user name alone would silently run as
-    // the 'default' user, with whatever rights that one has.
+  // Redis authenticates only with a password; a user name alone would silently run as
+  // the 'default' user, with whatever rights that one has.
+  void check_credentials(const std::vector<Entry>& items, const Entry* address_entry,
+                         const BackendConfig& backend) const {
     const Entry* user_entry = find_entry(items, "username");
     if (user_entry == nullptr) user_entry = address_entry;
     need_password(user_entry, backend.username, backend.password, "password");
     need_password(find_entry(items, "sentinel_username"), backend.sentinel_username,
                   backend.sentinel_password, "sentinel_password");
+  }
 
+  // An even number of Redlock instances tolerates no more failures than one fewer would.
+  void warn_even_instances(const std::vector<Entry>& items, const BackendConfig& backend) const {
     if (const Entry* instances = find_entry(items, "instances");
         instances != nullptr && backend.endpoints.size() % 2 == 0) {
       const std::size_t n = backend.endpoints.size();
@@ -844,7 +870,6 @@ class Loader {
                        "would; use an odd number",
                        n, n / 2 + 1, (n - 1) / 2, n - 1));
     }
-    return backend;
   }
 
   void need_password(const Entry* user_entry, const std::string& username,

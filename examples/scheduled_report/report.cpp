@@ -16,6 +16,7 @@ namespace {
 // line: "<event> <slot> <instance> <token> <server ms>".
 void journal(const Instance& self, std::string_view event, std::int64_t slot, std::uint64_t token,
              std::int64_t at_ms) {
+  if (self.log_path.empty()) return;
   const std::string line = fmt::format("{} {} {} {} {}\n", event, slot, self.name, token, at_ms);
   const int fd = ::open(self.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) return;

@@ -8,7 +8,7 @@ namespace reports {
 
 struct Instance {
   std::string name;      ///< e.g. "i3"; stored with the run record
-  std::string log_path;  ///< where runs are journaled for the supervisor's check
+  std::string log_path;  ///< where runs are journaled (a line per start and end); none if empty
   int work_min_ms = 100;
   int work_max_ms = 300;
 };

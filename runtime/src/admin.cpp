@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "backend.hpp"
 #include "client_core.hpp"
+#include "engine.hpp"
 #include "owner.hpp"
 
 namespace dlock {
@@ -55,6 +55,11 @@ std::optional<bool> match_class(std::string_view p, std::size_t& i, unsigned cha
   if (j >= p.size()) return std::nullopt;
   i = j + 1;
   return matched != negate;
+}
+
+// The admin seam of `backend`; AdminNotSupported when its topology has none.
+internal::AdminBackend& admin_of(const Client& client, const std::string& backend) {
+  return internal::admin_of(client.core()->engine(backend));
 }
 
 }  // namespace
@@ -115,13 +120,13 @@ bool glob_match(std::string_view p, std::string_view t) noexcept {
 Admin::Admin(Client client) : client_(std::move(client)) {}
 
 std::vector<LockInfo> Admin::list(std::string_view pattern, const std::string& backend) const {
-  std::vector<LockInfo> out = client_.core()->backend(backend)->admin_list(pattern);
+  std::vector<LockInfo> out = admin_of(client_, backend).list(pattern);
   std::sort(out.begin(), out.end(), [](const LockInfo& a, const LockInfo& b) { return a.key < b.key; });
   return out;
 }
 
 std::optional<LockInfo> Admin::inspect(const Key& key, const std::string& backend) const {
-  return client_.core()->backend(backend)->admin_inspect(key);
+  return admin_of(client_, backend).inspect(key);
 }
 
 std::optional<LockInfo> Admin::force_release(const Key& key, std::string_view note,
@@ -132,15 +137,16 @@ std::optional<LockInfo> Admin::force_release(const Key& key, std::string_view no
   who.host = internal::host_name();
   who.pid = internal::process_id();
   who.note = std::string(note);
-  return client_.core()->backend(backend)->admin_force_release(key, who);
+  return admin_of(client_, backend).force_release(key, who);
 }
 
 std::vector<AuditEntry> Admin::history(std::size_t limit, const std::string& backend) const {
-  return client_.core()->backend(backend)->admin_history(limit);
+  return admin_of(client_, backend).history(limit);
 }
 
 std::vector<RunRecord> Admin::runs(std::string_view pattern, const std::string& backend) const {
-  std::vector<RunRecord> out = client_.core()->backend(backend)->admin_runs(pattern);
+  std::vector<RunRecord> out =
+      internal::runs_of(client_.core()->engine(backend)).list_runs(pattern);
   std::sort(out.begin(), out.end(), [](const RunRecord& a, const RunRecord& b) { return a.key < b.key; });
   return out;
 }

@@ -16,7 +16,69 @@ Clock::duration jittered(Clock::duration d) {
   return std::chrono::duration_cast<Clock::duration>(d * factor(rng));
 }
 
+// How long a waiter sleeps before it tries again: a jittered poll interval, never past the
+// holder's key's expiry.
+Clock::duration pause_before_retry(Millis poll, Millis holder_ttl) {
+  Clock::duration pause = jittered(poll);
+  // The holder's key expires after ttl; no point sleeping past that.
+  if (holder_ttl > Millis{0}) pause = std::min<Clock::duration>(pause, holder_ttl + Millis{1});
+  return pause;
+}
+
 thread_local std::vector<std::weak_ptr<LeaseState>> t_current;
+
+// A lease the watchdog could not renew in time (it renews every lease/3) is refused before
+// anything is sent, however the settings were made.
+void refuse_short_lease(const Key& key, const LockSettings& settings) {
+  if (settings.lease < kMinimumLease) {
+    throw ConfigError(fmt::format("lock '{}': lease {}ms is too short: must be at least {}ms, as "
+                                  "the watchdog renews a lease every lease/3",
+                                  printable(key.str()), settings.lease.count(),
+                                  kMinimumLease.count()));
+  }
+}
+
+// With max_hold shorter than the lease, the first grant already ends at max_hold.
+Millis first_lease(const LockSettings& settings) {
+  return settings.max_hold ? std::min(settings.lease, *settings.max_hold) : settings.lease;
+}
+
+// The latency of one acquisition. A grant records it before its Lease is built, so that the
+// Lease is returned without a move (a moved lease cannot be entered again).
+void record_latency(Metrics& metrics, NameMetrics& series, Clock::time_point started,
+                    bool met_busy) {
+  const auto took = Clock::now() - started;
+  metrics.acquire_latency.record(took);
+  series.acquire_latency.record(took);
+  if (met_busy) series.wait_time.record(took);
+}
+
+// The refusal of an acquisition that got no usable answer from the backend, counted and
+// logged.
+Lease refuse_unavailable(Metrics& metrics, NameMetrics& series, std::string_view name,
+                         const Key& key, const LockSettings& settings, Clock::duration waited,
+                         std::string error) {
+  bump(metrics.acquire_unavailable);
+  bump(series.unavailable);
+  log(LogLevel::kWarn, "event=unavailable name={} key={} backend={} waited_ms={} error={}",
+      name_field(name), printable(key.str()), field(settings.backend),
+      std::chrono::duration_cast<Millis>(waited).count(), field(error));
+  return Lease::refused(AcquireStatus::kUnavailable, std::move(error));
+}
+
+// The refusal of a lock still busy after `waited`, counted and logged.
+Lease refuse_busy(Metrics& metrics, NameMetrics& series, std::string_view name, const Key& key,
+                  const LockSettings& settings, Clock::duration waited, Millis holder_ttl) {
+  bump(metrics.acquire_busy);
+  bump(series.busy);
+  const auto waited_ms = std::chrono::duration_cast<Millis>(waited).count();
+  // Under on_busy=skip a busy lock is the expected way to lose the race: no warning.
+  log(settings.on_busy == OnBusy::kSkip ? LogLevel::kInfo : LogLevel::kWarn,
+      "event=busy name={} key={} waited_ms={} holder_ttl_ms={}", name_field(name),
+      printable(key.str()), waited_ms, holder_ttl.count());
+  return Lease::refused(AcquireStatus::kBusy,
+                        fmt::format("held by another owner; waited {}ms", waited_ms));
+}
 
 }  // namespace
 
@@ -46,15 +108,15 @@ ClientCore::ClientCore(Config config)
       metrics_(std::make_shared<Metrics>()),
       watchdog_(Watchdog::start(metrics_)) {
   for (const auto& [name, backend_config] : config_.backends) {
-    backends_.emplace(name, make_backend(backend_config, config_.service, metrics_));
+    engines_.emplace(name, make_engine(backend_config, config_.service, metrics_));
   }
 }
 
 ClientCore::~ClientCore() { watchdog_->stop(); }
 
-const std::shared_ptr<Backend>& ClientCore::backend(const std::string& name) const {
-  auto it = backends_.find(name);
-  if (it == backends_.end()) {
+const Engine& ClientCore::engine(const std::string& name) const {
+  auto it = engines_.find(name);
+  if (it == engines_.end()) {
     throw ConfigError(fmt::format("{}: no backend named '{}'", config_.source, name));
   }
   return it->second;
@@ -90,6 +152,9 @@ Lease ClientCore::grant(const std::shared_ptr<Backend>& backend, const Key& key,
                         const LockSettings& settings, std::string_view name,
                         const std::string& owner, std::uint64_t token, Clock::time_point sent,
                         std::shared_ptr<NameMetrics> series, Clock::duration waited) {
+  if (const Millis lease = first_lease(settings); Clock::now() >= later(sent, lease)) {
+    return refuse_late_grant(backend, key, settings, name, owner, sent, lease, *series);
+  }
   auto state = std::make_shared<LeaseState>(shared_from_this(), backend, key, std::string(name),
                                             owner, token, settings, sent, std::move(series));
   {
@@ -110,12 +175,7 @@ Lease ClientCore::grant(const std::shared_ptr<Backend>& backend, const Key& key,
 }
 
 Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::string_view name) {
-  if (settings.lease < kMinimumLease) {
-    throw ConfigError(fmt::format("lock '{}': lease {}ms is too short: must be at least {}ms, as "
-                                  "the watchdog renews a lease every lease/3",
-                                  printable(key.str()), settings.lease.count(),
-                                  kMinimumLease.count()));
-  }
+  refuse_short_lease(key, settings);
   Reentry again = reenter(key, settings);
   if (again.held) return Lease::granted(std::move(again.held));
   if (!again.refusal.empty()) return Lease::refused(AcquireStatus::kBusy, std::move(again.refusal));
@@ -125,27 +185,17 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
   std::shared_ptr<NameMetrics> series = metrics_->for_name(name);
   const auto started = Clock::now();
   const auto deadline = later(started, settings.wait);
-  const auto poll = backend->config().poll_interval;
   const std::string owner = new_owner_id();
-  // With max_hold shorter than the lease, the first grant already ends at max_hold.
-  const Millis first_ttl = settings.max_hold ? std::min(settings.lease, *settings.max_hold)
-                                             : settings.lease;
+  const Millis first_ttl = first_lease(settings);
   std::unique_ptr<ReleaseWatch> watch;
   bool met_busy = false;
-  // Some attempt may have been applied without our knowing (a lost reply, a timeout). Later
-  // attempts use the same owner, so a grant settles it; giving up without one must not
-  // leave that attempt's key behind.
+  // An attempt may have been applied unseen (a lost reply, a timeout). Later ones use the same
+  // owner, so a grant settles it; giving up without one must not leave its key behind.
   bool maybe_applied = false;
-  const auto clean_up_unless_settled = [&](Clock::time_point give_up_at) {
+  const auto give_up = [&](Clock::time_point give_up_at, Lease refusal) {
     if (maybe_applied) watchdog_->clean_up_after(backend, key, owner, later(give_up_at, first_ttl));
-  };
-  // Recorded before the Lease is built, so that it is returned without a move (a moved
-  // lease cannot be entered again).
-  auto record_latency = [&] {
-    const auto took = Clock::now() - started;
-    metrics_->acquire_latency.record(took);
-    series->acquire_latency.record(took);
-    if (met_busy) series->wait_time.record(took);
+    record_latency(*metrics_, *series, started, met_busy);
+    return refusal;  // holds no state, so the move marks nothing
   };
 
   for (;;) {
@@ -155,21 +205,13 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
     maybe_applied = maybe_applied || reply.outcome_unknown;
     switch (reply.kind) {
       case GrantReply::Kind::kAcquired:
-        record_latency();
-        if (Clock::now() >= later(sent, first_ttl)) {
-          return refuse_late_grant(backend, key, settings, name, owner, sent, first_ttl, *series);
-        }
+        record_latency(*metrics_, *series, started, met_busy);
         return grant(backend, key, settings, name, owner, reply.token, sent, series,
                      sent - started);
       case GrantReply::Kind::kUnavailable:
-        bump(metrics_->acquire_unavailable);
-        bump(series->unavailable);
-        clean_up_unless_settled(give_up_at);
-        log(LogLevel::kWarn, "event=unavailable name={} key={} backend={} waited_ms={} error={}",
-            name_field(name), printable(key.str()), field(settings.backend),
-            std::chrono::duration_cast<Millis>(Clock::now() - started).count(), field(reply.error));
-        record_latency();
-        return Lease::refused(AcquireStatus::kUnavailable, std::move(reply.error));
+        return give_up(give_up_at,
+                       refuse_unavailable(*metrics_, *series, name, key, settings,
+                                          Clock::now() - started, std::move(reply.error)));
       case GrantReply::Kind::kBusy:
         break;
     }
@@ -178,17 +220,8 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
     met_busy = true;
     const auto now = Clock::now();
     if (now >= deadline) {
-      bump(metrics_->acquire_busy);
-      bump(series->busy);
-      clean_up_unless_settled(give_up_at);
-      const auto waited_ms = std::chrono::duration_cast<Millis>(now - started).count();
-      // Under on_busy=skip a busy lock is the expected way to lose the race: no warning.
-      log(settings.on_busy == OnBusy::kSkip ? LogLevel::kInfo : LogLevel::kWarn,
-          "event=busy name={} key={} waited_ms={} holder_ttl_ms={}", name_field(name),
-          printable(key.str()), waited_ms, reply.ttl.count());
-      record_latency();
-      return Lease::refused(AcquireStatus::kBusy,
-                            fmt::format("held by another owner; waited {}ms", waited_ms));
+      return give_up(give_up_at,
+                     refuse_busy(*metrics_, *series, name, key, settings, now - started, reply.ttl));
     }
     if (!watch) {
       // Arm the watch, then try again at once: a release between our try and the watch
@@ -197,9 +230,7 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
       watch = backend->watch(key);
       continue;
     }
-    Clock::duration pause = jittered(poll);
-    // The holder's key expires after ttl; no point sleeping past that.
-    if (reply.ttl > Millis{0}) pause = std::min<Clock::duration>(pause, reply.ttl + Millis{1});
+    const auto pause = pause_before_retry(backend->config().poll_interval, reply.ttl);
     if (watch->wait_until(std::min(deadline, later(now, pause)))) bump(metrics_->wakeups);
   }
 }

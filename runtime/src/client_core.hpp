@@ -7,8 +7,8 @@
 #include <string>
 #include <cstdint>
 
-#include "backend.hpp"
 #include "dlock/client.hpp"
+#include "engine.hpp"
 #include "lease_state.hpp"
 #include "metrics.hpp"
 #include "watchdog.hpp"
@@ -27,7 +27,11 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   [[nodiscard]] Metrics& metrics() noexcept { return *metrics_; }
   [[nodiscard]] Watchdog& watchdog() noexcept { return *watchdog_; }
   /// Throws ConfigError for a backend name that is not configured.
-  [[nodiscard]] const std::shared_ptr<Backend>& backend(const std::string& name) const;
+  [[nodiscard]] const Engine& engine(const std::string& name) const;
+  /// The lock seam of engine(name).
+  [[nodiscard]] const std::shared_ptr<Backend>& backend(const std::string& name) const {
+    return engine(name).lock;
+  }
 
  private:
   struct HoldKey {
@@ -57,7 +61,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
 
   const Config config_;
   const std::shared_ptr<Metrics> metrics_;
-  std::map<std::string, std::shared_ptr<Backend>> backends_;
+  std::map<std::string, Engine> engines_;
   std::shared_ptr<Watchdog> watchdog_;
   std::mutex holds_mutex_;
   std::map<HoldKey, std::weak_ptr<LeaseState>> holds_;

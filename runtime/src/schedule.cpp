@@ -5,8 +5,8 @@
 #include <exception>
 #include <stdexcept>
 
-#include "backend.hpp"
 #include "client_core.hpp"
+#include "engine.hpp"
 #include "dlock/dlock.hpp"
 #include "lease_state.hpp"
 #include "log.hpp"
@@ -21,13 +21,18 @@ std::int64_t floor_div(std::int64_t a, std::int64_t b) {
   return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
 }
 
+// The run store of `backend`; NotSupported when its topology keeps no runs.
+internal::RunStore& runs_of(const Client& client, const std::string& backend) {
+  return internal::runs_of(client.core()->engine(backend));
+}
+
 Slot slot_at(const Client& client, std::chrono::milliseconds period, const std::string& backend, bool nearest) {
   if (period.count() <= 0) {
     throw std::invalid_argument(fmt::format("schedule period must be positive, got {}ms", period.count()));
   }
-  const std::shared_ptr<internal::Backend>& b = client.core()->backend(backend);
+  internal::RunStore& runs = runs_of(client, backend);
   const auto before = std::chrono::steady_clock::now();
-  const std::int64_t now_ms = b->server_time_ms();
+  const std::int64_t now_ms = runs.server_time_ms();
   const auto after = std::chrono::steady_clock::now();
   const std::int64_t p = period.count();
   Slot slot;
@@ -57,7 +62,7 @@ Slot current_slot(std::chrono::milliseconds period, const std::string& backend) 
 }
 
 std::int64_t server_time_ms(const Client& client, const std::string& backend) {
-  return client.core()->backend(backend)->server_time_ms();
+  return runs_of(client, backend).server_time_ms();
 }
 
 const char* to_string(ClaimStatus status) noexcept {
@@ -107,7 +112,8 @@ bool RunClaim::finish(std::string_view outcome) noexcept {
     const auto& state = lease_.state();
     // A run whose lease was lost may have overlapped another holder: say so.
     const std::string_view recorded = state->lost() && outcome == "ok" ? "lost" : outcome;
-    const bool done = state->backend->finish_run(state->key, state->owner, recorded);
+    internal::RunStore& runs = internal::runs_of(state->core->engine(state->settings.backend));
+    const bool done = runs.finish_run(state->key, state->owner, recorded);
     record_.outcome = recorded;
     internal::log(done ? LogLevel::kInfo : LogLevel::kWarn, "event=run_finished name={} key={} token={} outcome={}{}",
                   internal::name_field(record_.name), internal::printable(record_.key), record_.token, recorded,
@@ -130,7 +136,8 @@ RunClaim claim_run(const LeaseView& lease, const RunOptions& options) {
   mine.host = internal::host_name();
   mine.pid = internal::process_id();
   if (state->lost()) return RunClaim(ClaimStatus::kNotHeld, {}, lease);
-  internal::RunClaimReply reply = state->backend->claim_run(state->key, mine, options.keep);
+  internal::RunStore& runs = internal::runs_of(state->core->engine(state->settings.backend));
+  internal::RunClaimReply reply = runs.claim_run(state->key, mine, options.keep);
   switch (reply.status) {
     case ClaimStatus::kClaimed:
       internal::log(LogLevel::kInfo, "event=run_claimed name={} key={} token={} label={}",

@@ -122,68 +122,78 @@ void Watchdog::renew_due(std::vector<Task>& due) {
       continue;
     }
     auto lease = task.lease.lock();
-    if (!lease || lease->released() || lease->lost()) continue;
-    const auto now = Clock::now();
-    metrics_->renewal_lag.record(now - task.due);
-    lease->series->renewal_lag.record(now - task.due);
-    if (now >= lease->hold_deadline()) {
-      lease->mark_lost(LossReason::kMaxHold, "max_hold reached; the key expires now");
-      continue;
-    }
-    if (now >= lease->valid_until()) {
-      lease->mark_lost(LossReason::kExpired, "no renewal reached the backend within the lease");
-      continue;
-    }
-    batches[lease->backend.get()].push_back(std::move(lease));
+    if (still_renewable(task, lease)) batches[lease->backend.get()].push_back(std::move(lease));
   }
-
-  for (auto& [backend, leases] : batches) {
-    std::vector<RenewItem> items;
-    items.reserve(leases.size());
-    const auto sent = Clock::now();
-    for (auto& lease : leases) {
-      const auto ttl = std::min<Clock::duration>(lease->settings.lease, lease->hold_deadline() - sent);
-      items.push_back(RenewItem{&lease->key, lease->owner, to_millis_ceil(ttl)});
-    }
-    backend->renew(items);
-    for (std::size_t i = 0; i < leases.size(); ++i) {
-      auto& lease = leases[i];
-      // Released while the renewal was in flight: whatever it found says nothing about a
-      // lease that no longer exists (the key may be gone or kept for min_hold).
-      if (lease->released()) continue;
-      switch (items[i].outcome) {
-        case RenewOutcome::kRenewed: {
-          bump(metrics_->renewals);
-          const auto until = later(sent, items[i].ttl);
-          lease->extend_validity(until);
-          auto next = later(sent, lease->settings.lease / 3);
-          // The last renewal before max_hold sets the key to expire exactly at max_hold.
-          if (until >= lease->hold_deadline()) next = lease->hold_deadline();
-          again.push_back(Task{next, lease, nullptr});
-          break;
-        }
-        case RenewOutcome::kGone:
-          lease->mark_lost(LossReason::kGone, "the key is gone");
-          break;
-        case RenewOutcome::kTaken:
-          lease->mark_lost(LossReason::kTaken, "another owner holds the key");
-          break;
-        case RenewOutcome::kUnavailable: {
-          bump(metrics_->renewal_failures);
-          bump(lease->series->renewal_failures);
-          const auto retry = std::max<Clock::duration>(kMinRetry, lease->settings.lease / 10);
-          log(LogLevel::kWarn, "event=renewal_failed name={} key={} token={} retry_ms={} valid_ms={}",
-              name_field(lease->name), printable(lease->key.str()), lease->token,
-              std::chrono::duration_cast<Millis>(retry).count(),
-              std::max<std::int64_t>(0, std::chrono::duration_cast<Millis>(lease->valid_until() - Clock::now()).count()));
-          // Retry soon, but come back no later than the end of validity to declare expiry.
-          again.push_back(Task{std::min(later(Clock::now(), retry), lease->valid_until()), lease, nullptr});
-          break;
-        }
-      }
-    }
-  }
+  for (auto& [backend, leases] : batches) renew_batch(*backend, leases, again);
   for (auto& task : again) push(std::move(task));
+}
+
+bool Watchdog::still_renewable(const Task& task, const std::shared_ptr<LeaseState>& lease) {
+  if (!lease || lease->released() || lease->lost()) return false;
+  const auto now = Clock::now();
+  metrics_->renewal_lag.record(now - task.due);
+  lease->series->renewal_lag.record(now - task.due);
+  if (now >= lease->hold_deadline()) {
+    lease->mark_lost(LossReason::kMaxHold, "max_hold reached; the key expires now");
+    return false;
+  }
+  if (now >= lease->valid_until()) {
+    lease->mark_lost(LossReason::kExpired, "no renewal reached the backend within the lease");
+    return false;
+  }
+  return true;
+}
+
+void Watchdog::renew_batch(Backend& backend, const std::vector<std::shared_ptr<LeaseState>>& leases,
+                           std::vector<Task>& again) {
+  std::vector<RenewItem> items;
+  items.reserve(leases.size());
+  const auto sent = Clock::now();
+  for (const auto& lease : leases) {
+    const auto ttl = std::min<Clock::duration>(lease->settings.lease, lease->hold_deadline() - sent);
+    items.push_back(RenewItem{&lease->key, lease->owner, to_millis_ceil(ttl)});
+  }
+  backend.renew(items);
+  for (std::size_t i = 0; i < leases.size(); ++i) {
+    // Released while the renewal was in flight: whatever it found says nothing about a
+    // lease that no longer exists (the key may be gone or kept for min_hold).
+    if (leases[i]->released()) continue;
+    renewed(leases[i], items[i], sent, again);
+  }
+}
+
+void Watchdog::renewed(const std::shared_ptr<LeaseState>& lease, const RenewItem& item,
+                       Clock::time_point sent, std::vector<Task>& again) {
+  switch (item.outcome) {
+    case RenewOutcome::kRenewed: {
+      bump(metrics_->renewals);
+      const auto until = later(sent, item.ttl);
+      lease->extend_validity(until);
+      auto next = later(sent, lease->settings.lease / 3);
+      // The last renewal before max_hold sets the key to expire exactly at max_hold.
+      if (until >= lease->hold_deadline()) next = lease->hold_deadline();
+      again.push_back(Task{next, lease, nullptr});
+      break;
+    }
+    case RenewOutcome::kGone:
+      lease->mark_lost(LossReason::kGone, "the key is gone");
+      break;
+    case RenewOutcome::kTaken:
+      lease->mark_lost(LossReason::kTaken, "another owner holds the key");
+      break;
+    case RenewOutcome::kUnavailable: {
+      bump(metrics_->renewal_failures);
+      bump(lease->series->renewal_failures);
+      const auto retry = std::max<Clock::duration>(kMinRetry, lease->settings.lease / 10);
+      log(LogLevel::kWarn, "event=renewal_failed name={} key={} token={} retry_ms={} valid_ms={}",
+          name_field(lease->name), printable(lease->key.str()), lease->token,
+          std::chrono::duration_cast<Millis>(retry).count(),
+          std::max<std::int64_t>(0, std::chrono::duration_cast<Millis>(lease->valid_until() - Clock::now()).count()));
+      // Retry soon, but come back no later than the end of validity to declare expiry.
+      again.push_back(Task{std::min(later(Clock::now(), retry), lease->valid_until()), lease, nullptr});
+      break;
+    }
+  }
 }
 
 }  // namespace dlock::internal

@@ -55,7 +55,17 @@ class Watchdog {
   explicit Watchdog(std::shared_ptr<Metrics> metrics) : metrics_(std::move(metrics)) {}
   void run();
   void push(Task task);
+  /// Renews the due leases (one batch per backend) and runs the due clean-ups; what must
+  /// come back later is pushed again.
   void renew_due(std::vector<Task>& due);
+  /// Whether `lease` is still held and within max_hold and its validity; marks it lost if not.
+  bool still_renewable(const Task& task, const std::shared_ptr<LeaseState>& lease);
+  /// One Backend::renew call for `leases`; the leases still held go into `again`.
+  void renew_batch(Backend& backend, const std::vector<std::shared_ptr<LeaseState>>& leases,
+                   std::vector<Task>& again);
+  /// What one renewal's outcome means for its lease: the next renewal, a retry, or a loss.
+  void renewed(const std::shared_ptr<LeaseState>& lease, const RenewItem& item,
+               Clock::time_point sent, std::vector<Task>& again);
   void run_cleanup(Task& task, std::vector<Task>& again);
 
   const std::shared_ptr<Metrics> metrics_;

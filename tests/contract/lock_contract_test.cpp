@@ -2,6 +2,7 @@
 // this suite before it ships; a change that makes one backend drift fails here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <thread>
@@ -421,6 +422,52 @@ TEST_P(LockContract, ManyThreadsSharingOneClientNeverOverlap) {
   int total = 0;
   for (auto& g : guarded) total += g.counter;
   EXPECT_EQ(total, kThreads * kRounds);
+}
+
+// Admin (dlock/admin.hpp): one Admin may be used from several threads at once.
+
+TEST_P(LockContract, AdminCallsFromSeveralThreadsAtOnceEachSeeTheirOwnAnswers) {
+  Client holder = make_client();
+  const Admin admin(make_client());
+  constexpr int kThreads = 4, kRounds = 5;
+  std::vector<Lease> leases;
+  for (int t = 0; t < kThreads; ++t) {
+    leases.push_back(holder.acquire("admin:" + std::to_string(t), settings(30s)));
+    ASSERT_TRUE(leases.back()) << leases.back().error();
+  }
+  std::atomic<int> wrong{0}, errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const std::string key = "admin:" + std::to_string(t);
+      try {
+        for (int r = 0; r < kRounds; ++r) {
+          const std::optional<LockInfo> info = admin.inspect(key);
+          if (!info || info->key != key || info->token != leases[t].token()) ++wrong;
+          for (const InstanceLockInfo& instance : info ? info->instances : std::vector<InstanceLockInfo>{}) {
+            if (!instance.answered || !instance.held) ++wrong;  // redlock: every instance holds it
+          }
+          const std::vector<LockInfo> listed = admin.list("admin:*");
+          if (std::none_of(listed.begin(), listed.end(), [&](const LockInfo& l) { return l.key == key; })) {
+            ++wrong;
+          }
+          (void)admin.history(5);
+          (void)admin.runs("admin:*");
+        }
+        // Each thread removes its own key; the others go on reading meanwhile.
+        const std::optional<LockInfo> removed = admin.force_release(key, "contract test");
+        if (!removed || removed->key != key) ++wrong;
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << key << ": " << e.what();
+        ++errors;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_TRUE(admin.list("admin:*").empty());
+  EXPECT_GE(admin.history(kThreads * 2).size(), static_cast<std::size_t>(kThreads));
 }
 
 // Scheduled runs (dlock/schedule.hpp): one record per key, written only by a holder.

@@ -19,6 +19,9 @@
 // harness thread that lives as long as the process, so starting a server from a short-lived
 // test thread is fine.) Each child runs in its own process group.
 //
+// One file per class: redis_server.cpp, redis_admin.cpp, child_process.cpp; the registry and
+// its safety nets in child_registry.cpp; spawning in process_spawn.cpp (process_support.hpp).
+//
 // Groups (sentinel, cluster, Redlock) build on RedisServer: extra config lines
 // (`replicaof`, `sentinel monitor ...`), Mode::sentinel, and `cluster` for a node with its own
 // cluster bus port.

@@ -259,17 +259,6 @@ dlock::Config load(const Options& o) {
   return dlock::Config::builtin();
 }
 
-const char* topology_name(dlock::Topology t) {
-  switch (t) {
-    case dlock::Topology::kSingle: return "single";
-    case dlock::Topology::kSentinel: return "sentinel";
-    case dlock::Topology::kCluster: return "cluster";
-    case dlock::Topology::kRedlock: return "redlock";
-    case dlock::Topology::kMemory: return "memory";
-  }
-  return "?";
-}
-
 std::string endpoint_text(const dlock::Endpoint& e) {
   return e.host.find(':') != std::string::npos ? fmt::format("[{}]:{}", e.host, e.port)
                                                : fmt::format("{}:{}", e.host, e.port);
@@ -285,7 +274,7 @@ int check_config(const Options& o, const dlock::Config& config) {
       std::string endpoints;
       for (const auto& e : b.endpoints) endpoints += (endpoints.empty() ? "" : ",") + json_string(endpoint_text(e));
       backends += fmt::format("{}{{\"name\":{},\"topology\":\"{}\",\"endpoints\":[{}]}}", backends.empty() ? "" : ",",
-                              json_string(name), topology_name(b.topology), endpoints);
+                              json_string(name), dlock::to_string(b.topology), endpoints);
     }
     std::puts(fmt::format("{{\"ok\":true,\"source\":{},\"service\":{},\"backends\":[{}]}}",
                           json_string(config.source), json_string(config.service), backends)
@@ -296,7 +285,7 @@ int check_config(const Options& o, const dlock::Config& config) {
   for (const auto& [name, b] : config.backends) {
     std::string endpoints;
     for (const auto& e : b.endpoints) endpoints += (endpoints.empty() ? "" : " ") + endpoint_text(e);
-    std::puts(fmt::format("  backend {}: {} {}", name, topology_name(b.topology), endpoints).c_str());
+    std::puts(fmt::format("  backend {}: {} {}", name, dlock::to_string(b.topology), endpoints).c_str());
   }
   return kOk;
 }

@@ -29,9 +29,9 @@
 namespace dlock {
 
 /// The backend cannot do the requested admin operation.
-class AdminNotSupported : public std::runtime_error {
+class AdminNotSupported : public NotSupported {
  public:
-  using std::runtime_error::runtime_error;
+  using NotSupported::NotSupported;
 };
 
 /// One server's view of a lock (redlock: one entry per instance).

@@ -29,6 +29,9 @@ enum class OnBusy { kThrow, kSkip };
 /// Which kind of lock server a backend talks to.
 enum class Topology { kSingle, kSentinel, kCluster, kRedlock, kMemory };
 
+/// The topology's name as the configuration spells it ("single", "sentinel", ...).
+[[nodiscard]] const char* to_string(Topology topology) noexcept;
+
 /// A host and port, as written in the configuration (`127.0.0.1:6379`, `[::1]:6379`).
 struct Endpoint {
   std::string host;

@@ -19,4 +19,11 @@ class BackendUnavailable : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// The backend's topology cannot do what was asked (scheduled runs, admin operations).
+/// The message names the topology and the backend.
+class NotSupported : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 }  // namespace dlock

@@ -44,7 +44,8 @@ struct Slot {
 /// the same boundary name the same slot as long as each fires less than period/2 away from
 /// the server's clock: firing 300 ms early or late at a 1 s boundary gives the same slot.
 /// Throws BackendUnavailable (within the backend's timeouts) and std::invalid_argument for
-/// a period that is not positive.
+/// a period that is not positive (and NotSupported for a backend whose topology keeps no
+/// run records; every topology of this release keeps them).
 [[nodiscard]] Slot nearest_slot(std::chrono::milliseconds period, const std::string& backend = "default");
 [[nodiscard]] Slot nearest_slot(const Client& client, std::chrono::milliseconds period,
                                 const std::string& backend = "default");

@@ -270,7 +270,7 @@ std::shared_ptr<MemoryStore> shared_store(const std::string& service, const std:
   return store;
 }
 
-class MemoryBackend final : public Backend {
+class MemoryBackend final : public Backend, public RunStore, public AdminBackend {
  public:
   MemoryBackend(BackendConfig config, std::shared_ptr<MemoryStore> store)
       : config_(std::move(config)), store_(std::move(store)) {}
@@ -289,12 +289,12 @@ class MemoryBackend final : public Backend {
   }
   const BackendConfig& config() const override { return config_; }
 
-  std::vector<LockInfo> admin_list(std::string_view pattern) override { return store_->list(pattern); }
-  std::optional<LockInfo> admin_inspect(const Key& key) override { return store_->inspect(key.str()); }
-  std::optional<LockInfo> admin_force_release(const Key& key, const AuditEntry& who) override {
+  std::vector<LockInfo> list(std::string_view pattern) override { return store_->list(pattern); }
+  std::optional<LockInfo> inspect(const Key& key) override { return store_->inspect(key.str()); }
+  std::optional<LockInfo> force_release(const Key& key, const AuditEntry& who) override {
     return store_->force_release(key.str(), who, config_.name);
   }
-  std::vector<AuditEntry> admin_history(std::size_t limit) override { return store_->history(limit); }
+  std::vector<AuditEntry> history(std::size_t limit) override { return store_->history(limit); }
 
   std::int64_t server_time_ms() override { return MemoryStore::wall_ms(); }
   RunClaimReply claim_run(const Key& key, const RunRecord& mine, Millis keep) override {
@@ -307,7 +307,9 @@ class MemoryBackend final : public Backend {
       return false;
     }
   }
-  std::vector<RunRecord> admin_runs(std::string_view pattern) override { return store_->runs(pattern); }
+  std::vector<RunRecord> list_runs(std::string_view pattern) override {
+    return store_->runs(pattern);
+  }
 
  private:
   BackendConfig config_;
@@ -316,8 +318,8 @@ class MemoryBackend final : public Backend {
 
 }  // namespace
 
-std::shared_ptr<Backend> make_memory_backend(const BackendConfig& config, const std::string& service) {
-  return std::make_shared<MemoryBackend>(config, shared_store(service, config.name));
+Engine make_memory_backend(const BackendConfig& config, const std::string& service) {
+  return Engine::of(std::make_shared<MemoryBackend>(config, shared_store(service, config.name)));
 }
 
 }  // namespace dlock::internal

@@ -7,10 +7,10 @@
 #include <memory>
 #include <string>
 
-#include "backend.hpp"
+#include "engine.hpp"
 
 namespace dlock::internal {
 
-std::shared_ptr<Backend> make_memory_backend(const BackendConfig& config, const std::string& service);
+Engine make_memory_backend(const BackendConfig& config, const std::string& service);
 
 }  // namespace dlock::internal

@@ -1,7 +1,6 @@
 #include "redis/cluster_backend.hpp"
 
 #include <fmt/format.h>
-#include <hiredis/hiredis.h>
 
 #include <array>
 #include <map>
@@ -13,8 +12,9 @@
 #include "redis/crc16.hpp"
 #include "redis/keys.hpp"
 #include "redis/lock_scripts.hpp"
-#include "redis/routed_backend.hpp"
 #include "redis/pool.hpp"
+#include "redis/reply.hpp"
+#include "redis/routed_backend.hpp"
 #include "redis/subscriber.hpp"
 
 namespace dlock::internal {
@@ -31,25 +31,19 @@ struct SlotMap {
   std::array<std::int16_t, kClusterSlots> owner{};  ///< index into masters; -1: nobody
 };
 
-std::string_view text_of(const redisReply* r) {
-  return r != nullptr && r->str != nullptr ? std::string_view(r->str, r->len) : std::string_view{};
-}
-
 // One node entry of CLUSTER SLOTS: [host, port, id, ...]. An empty or '?' host means the
 // node did not know its own address: it is the one we asked.
-std::optional<Endpoint> node_of(const redisReply* entry, const Endpoint& asked) {
-  if (entry == nullptr || entry->type != REDIS_REPLY_ARRAY || entry->elements < 2 ||
-      entry->element[1]->type != REDIS_REPLY_INTEGER) {
-    return std::nullopt;
-  }
-  Endpoint node{std::string(text_of(entry->element[0])), static_cast<int>(entry->element[1]->integer)};
+std::optional<Endpoint> node_of(ReplyView entry, const Endpoint& asked) {
+  const std::optional<long long> port = entry[1].integer();
+  if (entry.size() < 2 || !port) return std::nullopt;
+  Endpoint node{std::string(entry[0].text()), static_cast<int>(*port)};
   if (node.host.empty() || node.host == "?") node.host = asked.host;
   return node;
 }
 
 std::shared_ptr<SlotMap> parse_slots(const Reply& reply, const Endpoint& asked) {
-  const redisReply* raw = reply.get();
-  if (raw == nullptr || raw->type != REDIS_REPLY_ARRAY || raw->elements == 0) return nullptr;
+  const ReplyView ranges(reply);
+  if (ranges.size() == 0) return nullptr;
   auto map = std::make_shared<SlotMap>();
   map->owner.fill(-1);
   auto index_of = [](std::vector<Endpoint>& list, const Endpoint& e) {
@@ -59,21 +53,18 @@ std::shared_ptr<SlotMap> parse_slots(const Reply& reply, const Endpoint& asked) 
     list.push_back(e);
     return list.size() - 1;
   };
-  for (std::size_t r = 0; r < raw->elements; ++r) {
-    const redisReply* range = raw->element[r];
-    if (range->type != REDIS_REPLY_ARRAY || range->elements < 3 ||
-        range->element[0]->type != REDIS_REPLY_INTEGER || range->element[1]->type != REDIS_REPLY_INTEGER) {
-      return nullptr;
-    }
-    const auto master = node_of(range->element[2], asked);
+  for (std::size_t r = 0; r < ranges.size(); ++r) {
+    const ReplyView range = ranges[r];
+    const std::optional<long long> first = range[0].integer(), last = range[1].integer();
+    if (range.size() < 3 || !first || !last) return nullptr;
+    const auto master = node_of(range[2], asked);
     if (!master) return nullptr;
     const auto index = static_cast<std::int16_t>(index_of(map->masters, *master));
     index_of(map->nodes, *master);
-    for (std::size_t n = 3; n < range->elements; ++n) {
-      if (auto replica = node_of(range->element[n], asked)) index_of(map->nodes, *replica);
+    for (std::size_t n = 3; n < range.size(); ++n) {
+      if (auto replica = node_of(range[n], asked)) index_of(map->nodes, *replica);
     }
-    const long long first = range->element[0]->integer, last = range->element[1]->integer;
-    for (long long slot = std::max(0LL, first); slot <= std::min<long long>(last, kClusterSlots - 1); ++slot) {
+    for (long long slot = std::max(0LL, *first); slot <= std::min<long long>(*last, kClusterSlots - 1); ++slot) {
       map->owner[static_cast<std::size_t>(slot)] = index;
     }
   }
@@ -167,7 +158,7 @@ class ClusterBackend final : public RoutedBackend {
     std::vector<std::string> found;
     for (const auto& master : map->masters) {
       std::vector<std::string> here;
-      admin::require(pool_for(master)->run([&](Connection& conn) {
+      require(pool_for(master)->run([&](Connection& conn) {
         here.clear();
         return admin::scan_lock_keys(conn, match, here);
       }), config_.name, fmt::format("SCAN on {}", to_string(master)));
@@ -302,7 +293,7 @@ class ClusterBackend final : public RoutedBackend {
       if (i > 0 && Clock::now() >= deadline) break;
       const Endpoint& node = candidates[i];
       Reply reply = pool_for(node)->run([](Connection& conn) { return conn.command({"CLUSTER", "SLOTS"}); });
-      std::shared_ptr<SlotMap> map = reply.ok() && !reply.is_error() ? parse_slots(reply, node) : nullptr;
+      std::shared_ptr<SlotMap> map = answered(reply) ? parse_slots(reply, node) : nullptr;
       if (!map) {
         errors += fmt::format("{}{}: {}", errors.empty() ? "" : "; ", to_string(node),
                               reply.ok() ? (reply.is_error() ? std::string(reply.text()) : "no slots")
@@ -374,9 +365,9 @@ class ClusterBackend final : public RoutedBackend {
 
 }  // namespace
 
-std::shared_ptr<Backend> make_cluster_backend(const BackendConfig& config, const std::string& service,
-                                              std::shared_ptr<Metrics> metrics) {
-  return std::make_shared<ClusterBackend>(config, service, std::move(metrics));
+Engine make_cluster_backend(const BackendConfig& config, const std::string& service,
+                            std::shared_ptr<Metrics> metrics) {
+  return Engine::of(std::make_shared<ClusterBackend>(config, service, std::move(metrics)));
 }
 
 }  // namespace dlock::internal

@@ -1,5 +1,6 @@
 // One synchronous hiredis connection with connect and command timeouts. The only code
-// that turns hiredis errors into dlock's terms; hiredis types stay inside runtime/src/redis.
+// that turns hiredis errors into dlock's terms; replies are read through redis/reply.hpp.
+// Hiredis types stay inside runtime/src/redis.
 #pragma once
 
 #include <signal.h>

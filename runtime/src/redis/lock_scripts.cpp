@@ -1,10 +1,9 @@
 #include "redis/lock_scripts.hpp"
 
-#include <hiredis/hiredis.h>
-
 #include <algorithm>
 
 #include "owner.hpp"
+#include "redis/reply.hpp"
 
 namespace dlock::internal {
 namespace {
@@ -14,13 +13,6 @@ std::string millis_text(Millis d) { return std::to_string(d.count()); }
 const std::string& fence_lifetime_text() {
   static const std::string* text = new std::string(millis_text(kFenceLifetime));  // outlives exit
   return *text;
-}
-
-bool element_integer(const Reply& reply, std::size_t i, long long& out) {
-  const redisReply* e = reply.element(i);
-  if (e == nullptr || e->type != REDIS_REPLY_INTEGER) return false;
-  out = e->integer;
-  return true;
 }
 
 }  // namespace
@@ -58,19 +50,20 @@ GrantReply grant_of(const Reply& reply) {
     out.error = reply.error();
     return out;
   }
-  long long code = 0, value = 0;
-  if (reply.is_error() || !element_integer(reply, 0, code) || !element_integer(reply, 1, value)) {
+  const ReplyView raw(reply);
+  const std::optional<long long> code = raw[0].integer(), value = raw[1].integer();
+  if (reply.is_error() || !code || !value) {
     out.error = !reply.is_error()     ? "unexpected reply to acquire"
                 : reply.text().empty() ? "an error reply without a message"
                                        : std::string(reply.text());
     return out;
   }
-  if (code == 1) {
+  if (*code == 1) {
     out.kind = GrantReply::Kind::kAcquired;
-    out.token = static_cast<std::uint64_t>(value);
-  } else if (code == 0) {
+    out.token = static_cast<std::uint64_t>(*value);
+  } else if (*code == 0) {
     out.kind = GrantReply::Kind::kBusy;
-    out.ttl = Millis{std::max(0LL, value)};
+    out.ttl = Millis{std::max(0LL, *value)};
     // An earlier attempt may have been granted after all and lost the key to this owner
     // since, or may still be on its way.
     out.outcome_unknown = reply.after_uncertain_attempt();
@@ -81,8 +74,7 @@ GrantReply grant_of(const Reply& reply) {
 }
 
 bool arrived_too_late(const Reply& reply) {
-  long long code = 0;
-  return reply.ok() && !reply.is_error() && element_integer(reply, 0, code) && code == -1;
+  return answered(reply) && ReplyView(reply)[0].integer() == -1;
 }
 
 RenewOutcome renew_outcome_of(const Reply& reply) {

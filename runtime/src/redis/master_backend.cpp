@@ -9,6 +9,7 @@
 #include "redis/backend_admin.hpp"
 #include "redis/keys.hpp"
 #include "redis/lock_scripts.hpp"
+#include "redis/reply.hpp"
 #include "redis/routed_backend.hpp"
 #include "redis/subscriber.hpp"
 
@@ -66,7 +67,7 @@ class MasterBackend final : public RoutedBackend {
           wait.ok() && wait.is_integer()
               ? fmt::format("only {} of {} replicas confirmed the lock within {}ms; released it",
                             wait.integer(), config_.wait_replicas, wait_timeout_)
-              : fmt::format("WAIT failed: {}", wait.ok() ? wait.text() : wait.error());
+              : fmt::format("WAIT failed: {}", describe(wait));
       return Reply::ok(nullptr);
     });
     if (!replicas_missing) return grant_of(last);
@@ -113,7 +114,7 @@ class MasterBackend final : public RoutedBackend {
 
   std::vector<std::string> scan_all(const std::string& match) override {
     std::vector<std::string> found;
-    admin::require(on_master(Clock::now() + config_.command_timeout,
+    require(on_master(Clock::now() + config_.command_timeout,
                              [&](Connection& conn) { return admin::scan_keys_sorted(conn, match, found); }),
                    config_.name, "SCAN");
     return found;
@@ -176,10 +177,11 @@ class MasterBackend final : public RoutedBackend {
 
 }  // namespace
 
-std::shared_ptr<Backend> make_master_backend(const BackendConfig& config, const std::string& service,
-                                             std::shared_ptr<Metrics> metrics,
-                                             std::unique_ptr<MasterLocator> locator) {
-  return std::make_shared<MasterBackend>(config, service, std::move(metrics), std::move(locator));
+Engine make_master_backend(const BackendConfig& config, const std::string& service,
+                           std::shared_ptr<Metrics> metrics,
+                           std::unique_ptr<MasterLocator> locator) {
+  return Engine::of(
+      std::make_shared<MasterBackend>(config, service, std::move(metrics), std::move(locator)));
 }
 
 }  // namespace dlock::internal

@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "backend.hpp"
+#include "engine.hpp"
 #include "redis/pool.hpp"
 
 namespace dlock::internal {
@@ -49,8 +49,8 @@ class FixedMaster final : public MasterLocator {
   const std::shared_ptr<ConnectionPool> pool_;
 };
 
-std::shared_ptr<Backend> make_master_backend(const BackendConfig& config, const std::string& service,
-                                             std::shared_ptr<Metrics> metrics,
-                                             std::unique_ptr<MasterLocator> locator);
+Engine make_master_backend(const BackendConfig& config, const std::string& service,
+                           std::shared_ptr<Metrics> metrics,
+                           std::unique_ptr<MasterLocator> locator);
 
 }  // namespace dlock::internal

@@ -5,6 +5,7 @@
 #include "redis/backend_admin.hpp"
 #include "redis/keys.hpp"
 #include "redis/lock_scripts.hpp"
+#include "redis/reply.hpp"
 #include "redis/run_records.hpp"
 
 namespace dlock::internal {
@@ -22,7 +23,7 @@ ReleaseOutcome RoutedBackend::release(const Key& key, std::string_view owner, Mi
 
 std::int64_t RoutedBackend::server_time_ms() {
   std::int64_t now_ms = 0;
-  admin::require(on_server_of({}, [&](Connection& conn, bool asking) { return runs::read_time_ms(conn, now_ms, asking); }),
+  require(on_server_of({}, [&](Connection& conn, bool asking) { return runs::read_time_ms(conn, now_ms, asking); }),
                  config_.name, "TIME");
   return now_ms;
 }
@@ -31,7 +32,7 @@ RunClaimReply RoutedBackend::claim_run(const Key& key, const RunRecord& mine, Mi
   const std::string lock_key = lock_keys(service_, key.str()).lock;
   const ScriptCall call = runs::claim_call(lock_key, runs::run_key(service_, key.str()), mine, keep);
   const Reply reply = on_server_of(lock_key, [&](Connection& conn, bool asking) { return call.run(conn, asking); });
-  admin::require(reply, config_.name, "recording the run");
+  require(reply, config_.name, "recording the run");
   if (auto claim = runs::claim_of(reply, mine)) return std::move(*claim);
   throw BackendUnavailable(fmt::format("backend '{}': unexpected reply to the run claim", config_.name));
 }
@@ -53,7 +54,7 @@ std::vector<Item> RoutedBackend::read_matching(std::string_view pattern, std::st
     const auto key = admin::user_key_of(service_, redis_key, kind);
     if (!key || !glob_match(pattern, *key)) continue;
     std::optional<Item> item;
-    admin::require(on_server_of(redis_key,
+    require(on_server_of(redis_key,
                                 [&](Connection& conn, bool asking) { return read(conn, redis_key, *key, item, asking); }),
                    config_.name, "HGETALL");
     if (item) out.push_back(std::move(*item));
@@ -61,19 +62,19 @@ std::vector<Item> RoutedBackend::read_matching(std::string_view pattern, std::st
   return out;
 }
 
-std::vector<RunRecord> RoutedBackend::admin_runs(std::string_view pattern) {
+std::vector<RunRecord> RoutedBackend::list_runs(std::string_view pattern) {
   return read_matching<RunRecord>(pattern, "run", runs::read_run);
 }
 
 // Each lock is read from the server that holds it now.
-std::vector<LockInfo> RoutedBackend::admin_list(std::string_view pattern) {
+std::vector<LockInfo> RoutedBackend::list(std::string_view pattern) {
   return read_matching<LockInfo>(pattern, "lock", admin::read_lock);
 }
 
-std::optional<LockInfo> RoutedBackend::admin_inspect(const Key& key) {
+std::optional<LockInfo> RoutedBackend::inspect(const Key& key) {
   const std::string lock_key = lock_keys(service_, key.str()).lock;
   std::optional<LockInfo> info;
-  admin::require(on_server_of(lock_key,
+  require(on_server_of(lock_key,
                               [&](Connection& conn, bool asking) {
                                 return admin::read_lock(conn, lock_key, key.str(), info, asking);
                               }),
@@ -81,11 +82,11 @@ std::optional<LockInfo> RoutedBackend::admin_inspect(const Key& key) {
   return info;
 }
 
-std::optional<LockInfo> RoutedBackend::admin_force_release(const Key& key, const AuditEntry& who) {
+std::optional<LockInfo> RoutedBackend::force_release(const Key& key, const AuditEntry& who) {
   const LockKeys keys = lock_keys(service_, key.str());
   const ScriptCall call = admin::force_release_call(keys);
   const Reply reply = on_server_of(keys.lock, [&](Connection& conn, bool asking) { return call.run(conn, asking); });
-  admin::require(reply, config_.name, "force release");
+  require(reply, config_.name, "force release");
   std::optional<LockInfo> removed;
   std::int64_t now_ms = 0;
   if (!admin::removed_of(reply, key.str(), removed, now_ms)) {
@@ -95,16 +96,16 @@ std::optional<LockInfo> RoutedBackend::admin_force_release(const Key& key, const
   const AuditEntry entry = admin::complete_audit(who, *removed, now_ms);
   admin::log_forced(config_.name, entry);
   const std::string audit = admin::audit_key(service_);
-  admin::require(
+  require(
       on_server_of(audit, [&](Connection& conn, bool asking) { return admin::push_audit(conn, audit, entry, asking); }),
       config_.name, "recording the audit entry (the lock was released)");
   return removed;
 }
 
-std::vector<AuditEntry> RoutedBackend::admin_history(std::size_t limit) {
+std::vector<AuditEntry> RoutedBackend::history(std::size_t limit) {
   std::vector<AuditEntry> out;
   const std::string audit = admin::audit_key(service_);
-  admin::require(on_server_of(audit,
+  require(on_server_of(audit,
                               [&](Connection& conn, bool asking) {
                                 out.clear();
                                 return admin::read_audit(conn, audit, limit, out, asking);

@@ -9,25 +9,29 @@
 #include <string_view>
 #include <vector>
 
-#include "backend.hpp"
+#include "engine.hpp"
 #include "redis/connection.hpp"
 
 namespace dlock::internal {
 
-class RoutedBackend : public Backend {
+/// All three seams (engine.hpp); a topology adds acquire, renew and watch.
+class RoutedBackend : public Backend, public RunStore, public AdminBackend {
  public:
+  // The lock seam.
   ReleaseOutcome release(const Key& key, std::string_view owner, Millis keep_for) noexcept override;
   [[nodiscard]] const BackendConfig& config() const override { return config_; }
 
+  // Scheduled runs.
   std::int64_t server_time_ms() override;
   RunClaimReply claim_run(const Key& key, const RunRecord& mine, Millis keep) override;
   bool finish_run(const Key& key, std::string_view owner, std::string_view outcome) noexcept override;
-  std::vector<RunRecord> admin_runs(std::string_view pattern) override;
+  std::vector<RunRecord> list_runs(std::string_view pattern) override;
 
-  std::vector<LockInfo> admin_list(std::string_view pattern) override;
-  std::optional<LockInfo> admin_inspect(const Key& key) override;
-  std::optional<LockInfo> admin_force_release(const Key& key, const AuditEntry& who) override;
-  std::vector<AuditEntry> admin_history(std::size_t limit) override;
+  // Admin.
+  std::vector<LockInfo> list(std::string_view pattern) override;
+  std::optional<LockInfo> inspect(const Key& key) override;
+  std::optional<LockInfo> force_release(const Key& key, const AuditEntry& who) override;
+  std::vector<AuditEntry> history(std::size_t limit) override;
 
  protected:
   RoutedBackend(BackendConfig config, std::string service)

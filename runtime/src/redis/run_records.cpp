@@ -1,10 +1,8 @@
 #include "redis/run_records.hpp"
 
-#include <hiredis/hiredis.h>
-
 #include "lua_scripts.hpp"
-#include "redis/backend_admin.hpp"
 #include "redis/keys.hpp"
+#include "redis/reply.hpp"
 #include "redis/sha1.hpp"
 
 namespace dlock::internal::runs {
@@ -21,25 +19,19 @@ const Script& finish_script() {
   return *s;
 }
 
-// Fills `record` from a flat field/value array starting at element `first`.
-void apply_fields(RunRecord& record, const redisReply* array, std::size_t first) {
-  using admin::str_of;
-  using admin::to_ll;
-  for (std::size_t i = first; i + 1 < array->elements; i += 2) {
-    const std::string_view field = str_of(array->element[i]);
-    const std::string_view value = str_of(array->element[i + 1]);
-    if (field == "owner") record.owner = value;
-    else if (field == "token") record.token = std::strtoull(std::string(value).c_str(), nullptr, 10);
-    else if (field == "name") record.name = value;
-    else if (field == "label") record.label = value;
-    else if (field == "host") record.host = value;
-    else if (field == "pid") record.pid = to_ll(value);
-    else if (field == "started_at_ms") record.started_at_ms = to_ll(value);
-    else if (field == "finished_at_ms") record.finished_at_ms = to_ll(value);
-    else if (field == "outcome") record.outcome = value;
-    else if (field == "pttl") record.ttl = Millis{to_ll(value)};
-  }
-}
+// The fields of a run record hash (claim_run.lua), and its time left as `pttl`.
+constexpr FieldReader<RunRecord> kRunFields[] = {
+    {"owner", [](RunRecord& r, std::string_view v) { r.owner = v; }},
+    {"token", [](RunRecord& r, std::string_view v) { r.token = to_ull(v); }},
+    {"name", [](RunRecord& r, std::string_view v) { r.name = v; }},
+    {"label", [](RunRecord& r, std::string_view v) { r.label = v; }},
+    {"host", [](RunRecord& r, std::string_view v) { r.host = v; }},
+    {"pid", [](RunRecord& r, std::string_view v) { r.pid = to_ll(v); }},
+    {"started_at_ms", [](RunRecord& r, std::string_view v) { r.started_at_ms = to_ll(v); }},
+    {"finished_at_ms", [](RunRecord& r, std::string_view v) { r.finished_at_ms = to_ll(v); }},
+    {"outcome", [](RunRecord& r, std::string_view v) { r.outcome = v; }},
+    {"pttl", [](RunRecord& r, std::string_view v) { r.ttl = Millis{to_ll(v)}; }},
+};
 
 }  // namespace
 
@@ -62,26 +54,24 @@ ScriptCall finish_call(const std::string& run_key, std::string_view owner, std::
 }
 
 std::optional<RunClaimReply> claim_of(const Reply& reply, const RunRecord& mine) {
-  const redisReply* raw = reply.get();
-  if (!reply.ok() || reply.is_error() || raw == nullptr || raw->type != REDIS_REPLY_ARRAY || raw->elements == 0 ||
-      raw->element[0]->type != REDIS_REPLY_INTEGER) {
-    return std::nullopt;
-  }
+  const ReplyView raw(reply);
+  const std::optional<long long> code = raw[0].integer();
+  if (!answered(reply) || !code) return std::nullopt;
   RunClaimReply out;
-  switch (raw->element[0]->integer) {
+  switch (*code) {
     case 1: {
-      if (raw->elements != 3) return std::nullopt;
+      if (raw.size() != 3) return std::nullopt;
       out.status = ClaimStatus::kClaimed;
       out.record = mine;
-      out.record.started_at_ms = admin::to_ll(admin::str_of(raw->element[1]));
-      out.record.name = admin::str_of(raw->element[2]);
+      out.record.started_at_ms = to_ll(raw[1].text());
+      out.record.name = raw[2].text();
       out.record.outcome = "running";
       return out;
     }
     case 0:
       out.status = ClaimStatus::kAlreadyRan;
       out.record.key = mine.key;
-      apply_fields(out.record, raw, 1);
+      read_fields(kRunFields, raw, 1, out.record);
       return out;
     case -1:
       out.status = ClaimStatus::kNotHeld;
@@ -95,27 +85,13 @@ bool finished_of(const Reply& reply) { return reply.ok() && reply.is_integer() &
 
 Reply read_run(Connection& conn, const std::string& run_key, const std::string& user_key,
                std::optional<RunRecord>& out, bool asking) {
-  out.reset();
-  std::vector<Reply> replies = admin::pipeline(conn, {{"HGETALL", run_key}, {"PTTL", run_key}}, asking);
-  for (auto& reply : replies) {
-    if (!reply.ok() || reply.is_error()) return std::move(reply);
-  }
-  const redisReply* fields = replies[0].get();
-  if (fields == nullptr || fields->type != REDIS_REPLY_ARRAY || fields->elements == 0) return std::move(replies[0]);
-  const long long pttl = replies[1].is_integer() ? replies[1].integer() : 0;
-  if (pttl == -2) return std::move(replies[0]);  // dropped between the two commands
-  RunRecord record;
-  record.key = user_key;
-  apply_fields(record, fields, 0);
-  record.ttl = Millis{pttl};
-  out = std::move(record);
-  return std::move(replies[0]);
+  return read_record(conn, run_key, user_key, kRunFields, out, asking);
 }
 
 Reply read_time_ms(Connection& conn, std::int64_t& out_ms, bool asking) {
-  std::vector<Reply> replies = admin::pipeline(conn, {{"TIME"}}, asking);
+  std::vector<Reply> replies = pipeline(conn, {{"TIME"}}, asking);
   Reply& reply = replies[0];
-  if (!reply.ok() || reply.is_error()) return std::move(reply);
+  if (!answered(reply)) return std::move(reply);
   const std::optional<std::int64_t> us = server_time_us_of(reply);
   if (!us) return Reply::failed(Reply::Status::kBroken, "unexpected reply to TIME");
   out_ms = *us / 1000;

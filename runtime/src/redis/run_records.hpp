@@ -13,9 +13,9 @@
 #include <string>
 #include <string_view>
 
-#include "backend.hpp"
 #include "redis/connection.hpp"
 #include "redis/scripts.hpp"
+#include "run_store.hpp"
 
 namespace dlock::internal::runs {
 

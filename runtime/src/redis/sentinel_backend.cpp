@@ -1,7 +1,6 @@
 #include "redis/sentinel_backend.hpp"
 
 #include <fmt/format.h>
-#include <hiredis/hiredis.h>
 
 #include <atomic>
 #include <mutex>
@@ -9,16 +8,13 @@
 
 #include "log.hpp"
 #include "redis/master_backend.hpp"
+#include "redis/reply.hpp"
 #include "redis/subscriber.hpp"
 
 namespace dlock::internal {
 namespace {
 
 constexpr std::string_view kSwitchMaster = "+switch-master";
-
-std::string_view text_of(const redisReply* r) {
-  return r != nullptr && r->str != nullptr ? std::string_view(r->str, r->len) : std::string_view{};
-}
 
 class SentinelLocator final : public MasterLocator {
  public:
@@ -106,15 +102,16 @@ class SentinelLocator final : public MasterLocator {
         continue;
       }
       Reply reply = conn->command({"SENTINEL", "GET-MASTER-ADDR-BY-NAME", config_.master_name});
-      if (!reply.ok() || reply.is_error() || reply.element(1) == nullptr) {
+      const ReplyView address(reply);
+      if (!answered(reply) || address.size() < 2) {
         problems.push_back(fmt::format("sentinel {} does not know master '{}'{}", to_string(sentinel),
                                        config_.master_name,
                                        reply.ok() ? (reply.is_error() ? ": " + std::string(reply.text()) : "")
                                                   : ": " + reply.error()));
         continue;
       }
-      Endpoint master{std::string(text_of(reply.element(0))),
-                      std::atoi(std::string(text_of(reply.element(1))).c_str())};
+      Endpoint master{std::string(address[0].text()),
+                      std::atoi(std::string(address[1].text()).c_str())};
       if (!is_master(master, problem)) {
         problems.push_back(fmt::format("sentinel {} named {}, but {}", to_string(sentinel),
                                        to_string(master), problem));
@@ -134,9 +131,9 @@ class SentinelLocator final : public MasterLocator {
   void warn_if_too_few_replicas(Connection& sentinel) {
     if (config_.wait_replicas == 0) return;
     const Reply replicas = sentinel.command({"SENTINEL", "REPLICAS", config_.master_name});
-    const redisReply* list = replicas.ok() ? replicas.get() : nullptr;
-    if (list == nullptr || list->type != REDIS_REPLY_ARRAY) return;
-    const auto known = static_cast<long long>(list->elements);
+    const ReplyView list(replicas);
+    if (!answered(replicas) || !list.is_array()) return;
+    const auto known = static_cast<long long>(list.size());
     if (known >= config_.wait_replicas || known == warned_replicas_) return;
     warned_replicas_ = known;
     log(LogLevel::kWarn,
@@ -149,11 +146,11 @@ class SentinelLocator final : public MasterLocator {
     auto conn = Connection::open(endpoint, config_, problem);
     if (!conn) return false;
     Reply role = conn->command({"ROLE"});
-    if (!role.ok() || role.is_error()) {
-      problem = role.ok() ? std::string(role.text()) : role.error();
+    if (!answered(role)) {
+      problem = describe(role);
       return false;
     }
-    const std::string_view kind = text_of(role.element(0));
+    const std::string_view kind = ReplyView(role)[0].text();
     if (kind != "master") {
       problem = fmt::format("its role is {}", kind);
       return false;
@@ -203,8 +200,8 @@ class SentinelLocator final : public MasterLocator {
 
 }  // namespace
 
-std::shared_ptr<Backend> make_sentinel_backend(const BackendConfig& config, const std::string& service,
-                                               std::shared_ptr<Metrics> metrics) {
+Engine make_sentinel_backend(const BackendConfig& config, const std::string& service,
+                             std::shared_ptr<Metrics> metrics) {
   return make_master_backend(config, service, std::move(metrics),
                              std::make_unique<SentinelLocator>(config));
 }

@@ -7,11 +7,11 @@
 #include <memory>
 #include <string>
 
-#include "backend.hpp"
+#include "engine.hpp"
 
 namespace dlock::internal {
 
-std::shared_ptr<Backend> make_sentinel_backend(const BackendConfig& config, const std::string& service,
-                                               std::shared_ptr<Metrics> metrics);
+Engine make_sentinel_backend(const BackendConfig& config, const std::string& service,
+                             std::shared_ptr<Metrics> metrics);
 
 }  // namespace dlock::internal

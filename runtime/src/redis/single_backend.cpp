@@ -4,8 +4,8 @@
 
 namespace dlock::internal {
 
-std::shared_ptr<Backend> make_single_backend(const BackendConfig& config, const std::string& service,
-                                             std::shared_ptr<Metrics> metrics) {
+Engine make_single_backend(const BackendConfig& config, const std::string& service,
+                           std::shared_ptr<Metrics> metrics) {
   return make_master_backend(config, service, std::move(metrics),
                              std::make_unique<FixedMaster>(config.endpoints.at(0), config));
 }

@@ -4,11 +4,11 @@
 #include <memory>
 #include <string>
 
-#include "backend.hpp"
+#include "engine.hpp"
 
 namespace dlock::internal {
 
-std::shared_ptr<Backend> make_single_backend(const BackendConfig& config, const std::string& service,
-                                             std::shared_ptr<Metrics> metrics);
+Engine make_single_backend(const BackendConfig& config, const std::string& service,
+                           std::shared_ptr<Metrics> metrics);
 
 }  // namespace dlock::internal

@@ -6,15 +6,12 @@
 #include <unistd.h>
 
 #include "log.hpp"
+#include "redis/reply.hpp"
 
 namespace dlock::internal {
 namespace {
 
 constexpr Millis kMaxBackoff{1000};
-
-std::string_view str(const redisReply* r) {
-  return r != nullptr && r->str != nullptr ? std::string_view(r->str, r->len) : std::string_view{};
-}
 
 }  // namespace
 
@@ -157,8 +154,9 @@ void Subscriber::read_messages() {
     }
     if (raw == nullptr) return;
     Reply reply = Reply::ok(static_cast<redisReply*>(raw));
-    const std::string_view kind = str(reply.element(0));
-    const std::string channel(str(reply.element(1)));
+    const ReplyView message(reply);
+    const std::string_view kind = message[0].text();
+    const std::string channel(message[1].text());
     if (kind == "message") {
       signals_.notify(channel);
     } else if (kind == "subscribe") {

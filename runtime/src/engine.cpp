@@ -1,16 +1,39 @@
+#include "engine.hpp"
+
 #include <fmt/format.h>
 
-#include "backend.hpp"
 #include "memory/memory_backend.hpp"
 #include "redis/cluster_backend.hpp"
 #include "redis/redlock_backend.hpp"
 #include "redis/sentinel_backend.hpp"
 #include "redis/single_backend.hpp"
 
-namespace dlock::internal {
+namespace dlock {
 
-std::shared_ptr<Backend> make_backend(const BackendConfig& config, const std::string& service,
-                                      std::shared_ptr<Metrics> metrics) {
+const char* to_string(Topology topology) noexcept {
+  switch (topology) {
+    case Topology::kSingle: return "single";
+    case Topology::kSentinel: return "sentinel";
+    case Topology::kCluster: return "cluster";
+    case Topology::kRedlock: return "redlock";
+    case Topology::kMemory: return "memory";
+  }
+  return "unknown";
+}
+
+namespace internal {
+namespace {
+
+std::string not_supported(const Engine& engine, std::string_view what) {
+  const BackendConfig& config = engine.lock->config();
+  return fmt::format("{} are not supported by {} (backend '{}')", what, to_string(config.topology),
+                     config.name);
+}
+
+}  // namespace
+
+Engine make_engine(const BackendConfig& config, const std::string& service,
+                   std::shared_ptr<Metrics> metrics) {
   const auto require_endpoints = [&](std::string_view what) {
     if (config.endpoints.empty()) {
       throw ConfigError(fmt::format("backends.{}: this backend needs {}", config.name, what));
@@ -45,4 +68,15 @@ std::shared_ptr<Backend> make_backend(const BackendConfig& config, const std::st
   throw ConfigError(fmt::format("backends.{}: unknown topology", config.name));
 }
 
-}  // namespace dlock::internal
+RunStore& runs_of(const Engine& engine) {
+  if (!engine.runs) throw NotSupported(not_supported(engine, "scheduled runs"));
+  return *engine.runs;
+}
+
+AdminBackend& admin_of(const Engine& engine) {
+  if (!engine.admin) throw AdminNotSupported(not_supported(engine, "admin operations"));
+  return *engine.admin;
+}
+
+}  // namespace internal
+}  // namespace dlock

@@ -1,0 +1,249 @@
+#include "redis/backend_admin.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "log.hpp"
+#include "lua_scripts.hpp"
+#include "redis/reply.hpp"
+#include "redis/sha1.hpp"
+
+namespace dlock::internal::admin {
+namespace {
+
+constexpr long kAuditCap = 1000;
+constexpr const char* kScanCount = "500";
+
+const Script& force_release_script() {
+  // Never destroyed, like the other scripts: background threads may use it during exit.
+  static const Script* s =
+      new Script{"force_release", lua::kForceReleaseLua, sha1_hex(lua::kForceReleaseLua)};
+  return *s;
+}
+
+/// Escapes the glob characters of SCAN's MATCH.
+std::string glob_escape(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\' || c == '^' || c == '-')
+      out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+constexpr FieldReader<LockInfo> kLockFields[] = {
+    {"owner", [](LockInfo& l, std::string_view v) { l.owner = v; }},
+    {"token", [](LockInfo& l, std::string_view v) { l.token = to_ull(v); }},
+    {"host", [](LockInfo& l, std::string_view v) { l.host = v; }},
+    {"pid", [](LockInfo& l, std::string_view v) { l.pid = to_ll(v); }},
+    {"thread", [](LockInfo& l, std::string_view v) { l.thread = to_ll(v); }},
+    {"name", [](LockInfo& l, std::string_view v) { l.name = v; }},
+    {"acquired_at_ms", [](LockInfo& l, std::string_view v) { l.acquired_at_ms = to_ll(v); }},
+    {"lease_ms", [](LockInfo& l, std::string_view v) { l.lease = Millis{to_ll(v)}; }},
+    {"released", [](LockInfo& l, std::string_view v) { l.min_hold = v == "1"; }},
+};
+
+// The lines of an audit entry, `name=value` each (encode_audit).
+constexpr FieldReader<AuditEntry> kAuditFields[] = {
+    {"id", [](AuditEntry& e, std::string_view v) { e.id = v; }},
+    {"at_ms", [](AuditEntry& e, std::string_view v) { e.at_ms = to_ll(v); }},
+    {"user", [](AuditEntry& e, std::string_view v) { e.user = v; }},
+    {"host", [](AuditEntry& e, std::string_view v) { e.host = v; }},
+    {"pid", [](AuditEntry& e, std::string_view v) { e.pid = to_ll(v); }},
+    {"note", [](AuditEntry& e, std::string_view v) { e.note = v; }},
+    {"key", [](AuditEntry& e, std::string_view v) { e.key = v; }},
+    {"owner", [](AuditEntry& e, std::string_view v) { e.owner = v; }},
+    {"token", [](AuditEntry& e, std::string_view v) { e.token = to_ull(v); }},
+    {"owner_host", [](AuditEntry& e, std::string_view v) { e.owner_host = v; }},
+    {"owner_pid", [](AuditEntry& e, std::string_view v) { e.owner_pid = to_ll(v); }},
+    {"owner_name", [](AuditEntry& e, std::string_view v) { e.owner_name = v; }},
+};
+
+std::string audit_escape(std::string_view text) {
+  std::string out;
+  for (char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '%' || c < 0x20 || c == 0x7f) {
+      out += fmt::format("%{:02X}", c);
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+std::string audit_unescape(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size()) {
+      out +=
+          static_cast<char>(std::strtol(std::string(text.substr(i + 1, 2)).c_str(), nullptr, 16));
+      i += 2;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
+}
+
+std::string encode_audit(const AuditEntry& e) {
+  std::string out;
+  auto field = [&](std::string_view name, std::string_view value) {
+    out += name;
+    out += '=';
+    out += audit_escape(value);
+    out += '\n';
+  };
+  field("id", e.id);
+  field("at_ms", std::to_string(e.at_ms));
+  field("user", e.user);
+  field("host", e.host);
+  field("pid", std::to_string(e.pid));
+  field("note", e.note);
+  field("key", e.key);
+  field("owner", e.owner);
+  field("token", std::to_string(e.token));
+  field("owner_host", e.owner_host);
+  field("owner_pid", std::to_string(e.owner_pid));
+  field("owner_name", e.owner_name);
+  return out;
+}
+
+std::optional<AuditEntry> decode_audit(std::string_view text) {
+  AuditEntry e;
+  bool any = false;
+  while (!text.empty()) {
+    const std::size_t end = text.find('\n');
+    const std::string_view line = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view{} : text.substr(end + 1);
+    const std::size_t eq = line.find('=');
+    if (eq == std::string_view::npos) continue;
+    const std::string_view name = line.substr(0, eq);
+    const std::string value = audit_unescape(line.substr(eq + 1));
+    any = true;
+    read_field(kAuditFields, name, value, e);
+  }
+  if (!any) return std::nullopt;
+  return e;
+}
+
+}  // namespace
+
+ScriptCall force_release_call(const LockKeys& keys) {
+  return ScriptCall{&force_release_script(), {keys.lock}, {keys.channel}};
+}
+
+std::string scan_match(std::string_view service, std::string_view kind) {
+  return "dlock:{" + glob_escape(escape_key_part(service)) + ":*}:" + std::string(kind);
+}
+
+std::string audit_key(std::string_view service) {
+  return "dlock:{" + escape_key_part(service) + ":audit}";
+}
+
+std::optional<std::string> user_key_of(std::string_view service, std::string_view redis_key,
+                                       std::string_view kind) {
+  const std::string prefix = "dlock:{" + escape_key_part(service) + ":";
+  const std::string suffix = "}:" + std::string(kind);
+  if (redis_key.size() < prefix.size() + suffix.size() ||
+      redis_key.substr(0, prefix.size()) != prefix ||
+      redis_key.substr(redis_key.size() - suffix.size()) != suffix) {
+    return std::nullopt;
+  }
+  return unescape_key_part(
+      redis_key.substr(prefix.size(), redis_key.size() - prefix.size() - suffix.size()));
+}
+
+Reply scan_lock_keys(Connection& conn, const std::string& match, std::vector<std::string>& out) {
+  std::string cursor = "0";
+  do {
+    Reply reply = conn.command({"SCAN", cursor, "MATCH", match, "COUNT", kScanCount});
+    if (!answered(reply)) return reply;
+    const ReplyView page(reply);
+    if (page.size() != 2 || !page[1].is_array()) {
+      return Reply::failed(Reply::Status::kBroken, "unexpected reply to SCAN");
+    }
+    cursor = std::string(page[0].text());
+    for (std::size_t i = 0; i < page[1].size(); ++i) out.emplace_back(page[1][i].text());
+  } while (cursor != "0");
+  return Reply::ok(nullptr);
+}
+
+Reply scan_keys_sorted(Connection& conn, const std::string& match, std::vector<std::string>& out) {
+  out.clear();
+  Reply reply = scan_lock_keys(conn, match, out);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return reply;
+}
+
+Reply read_lock(Connection& conn, const std::string& lock_key, const std::string& user_key,
+                std::optional<LockInfo>& out, bool asking) {
+  return read_record(conn, lock_key, user_key, kLockFields, out, asking);
+}
+
+bool removed_of(const Reply& reply, const std::string& user_key, std::optional<LockInfo>& removed,
+                std::int64_t& now_ms) {
+  removed.reset();
+  const ReplyView raw(reply);
+  if (!answered(reply) || raw.size() < 2) return false;
+  now_ms = to_ll(raw[0].text());
+  const long long pttl = raw[1].integer().value_or(-2);
+  if (pttl == -2 || raw.size() < 3) return true;
+  LockInfo info;
+  info.key = user_key;
+  info.ttl = Millis{pttl};
+  read_fields(kLockFields, raw, 2, info);
+  removed = std::move(info);
+  return true;
+}
+
+AuditEntry complete_audit(const AuditEntry& who, const LockInfo& removed, std::int64_t now_ms) {
+  AuditEntry e = who;
+  e.at_ms = now_ms;
+  e.key = removed.key;
+  e.owner = removed.owner;
+  e.token = removed.token;
+  e.owner_host = removed.host;
+  e.owner_pid = removed.pid;
+  e.owner_name = removed.name;
+  return e;
+}
+
+void log_forced(const std::string& backend, const AuditEntry& e) {
+  log(LogLevel::kWarn,
+      "forced release: backend={} key={} owner={} token={} holder={}:{} name={} by {}@{} pid {} "
+      "note=\"{}\"",
+      backend, printable(e.key), e.owner, e.token, e.owner_host, e.owner_pid,
+      printable(e.owner_name), e.user, e.host, e.pid, printable(e.note));
+}
+
+Reply push_audit(Connection& conn, const std::string& key, const AuditEntry& e, bool asking) {
+  const std::string text = encode_audit(e);
+  const std::string last = std::to_string(kAuditCap - 1);
+  std::vector<Reply> replies =
+      pipeline(conn, {{"LPUSH", key, text}, {"LTRIM", key, "0", last}}, asking);
+  for (auto& reply : replies) {
+    if (!answered(reply)) return std::move(reply);
+  }
+  return std::move(replies[0]);
+}
+
+Reply read_audit(Connection& conn, const std::string& key, std::size_t limit,
+                 std::vector<AuditEntry>& out, bool asking) {
+  if (limit == 0) return Reply::ok(nullptr);
+  std::vector<Reply> replies =
+      pipeline(conn, {{"LRANGE", key, "0", std::to_string(limit - 1)}}, asking);
+  Reply& reply = replies[0];
+  if (!answered(reply)) return std::move(reply);
+  const ReplyView entries(reply);
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (auto e = decode_audit(entries[i].text())) out.push_back(std::move(*e));
+  }
+  return std::move(reply);
+}
+
+}  // namespace dlock::internal::admin

@@ -1,0 +1,361 @@
+// RedisServer: one redis-server (or sentinel) process in a throw-away directory.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <thread>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "process_support.hpp"
+#include "redis_process.hpp"
+
+#ifndef DLOCK_REDIS_SERVER
+#define DLOCK_REDIS_SERVER "redis-server"
+#endif
+#ifndef DLOCK_REDIS_SENTINEL
+#define DLOCK_REDIS_SENTINEL ""
+#endif
+#ifndef DLOCK_REDIS_CLI
+#define DLOCK_REDIS_CLI "redis-cli"
+#endif
+
+namespace dlock::test {
+
+using namespace detail;
+
+namespace {
+
+// A config-file string: Redis's parser understands double quotes with backslash escapes.
+std::string quoted(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + '"';
+}
+
+std::string sanitized(const std::string& name) {
+  std::string out;
+  for (const char c : name) {
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       c == '-' || c == '_';
+    out += plain ? c : '_';
+  }
+  return out.empty() ? std::string("redis") : out;
+}
+
+bool env_flag(const char* name) {
+  const char* value = ::getenv(name);
+  return value != nullptr && *value != '\0' && std::string_view(value) != "0";
+}
+
+constexpr const char* kHost = "127.0.0.1";
+constexpr int kStartAttempts = 8;
+
+}  // namespace
+
+std::string redis_server_program() { return DLOCK_REDIS_SERVER; }
+
+std::string redis_sentinel_program() {
+  const std::string sentinel = DLOCK_REDIS_SENTINEL;
+  return sentinel.empty() ? redis_server_program() : sentinel;
+}
+
+std::string redis_cli_program() { return DLOCK_REDIS_CLI; }
+
+int free_loopback_port() {
+  UniqueFd sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (sock.get() < 0) throw_errno("socket");
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  if (::bind(sock.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    throw_errno("bind 127.0.0.1:0");
+  }
+  socklen_t length = sizeof address;
+  if (::getsockname(sock.get(), reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    throw_errno("getsockname");
+  }
+  return ntohs(address.sin_port);
+}
+
+struct RedisServer::Impl {
+  Options options;
+  fs::path dir;
+  int port = 0;
+  int bus_port = 0;
+  bool port_owned = false;  // the server has run on `port`: restarts keep it
+  pid_t pid = -1;
+  bool paused = false;
+
+  enum class Outcome { ready, port_taken, failed };
+
+  [[nodiscard]] bool sentinel() const { return options.mode == Options::Mode::sentinel; }
+  [[nodiscard]] fs::path config_file() const { return dir / "redis.conf"; }
+  [[nodiscard]] fs::path log_file() const { return dir / "redis.log"; }
+  [[nodiscard]] fs::path output_file() const { return dir / "output.log"; }
+
+  [[nodiscard]] std::string program() const {
+    if (!options.program.empty()) return options.program;
+    return sentinel() ? redis_sentinel_program() : redis_server_program();
+  }
+
+  void make_dir() {
+    if (!dir.empty()) return;
+    const char* tmp = ::getenv("TMPDIR");
+    const fs::path base = tmp != nullptr && *tmp != '\0' ? fs::path(tmp) : fs::path("/tmp");
+    std::string pattern = (base / fmt::format("dlock-{}-XXXXXX", sanitized(options.name))).string();
+    if (::mkdtemp(pattern.data()) == nullptr) throw_errno(fmt::format("mkdtemp {}", pattern));
+    dir = pattern;
+  }
+
+  void write_config() const {
+    std::string text = "# Written by dlock's test harness (tests/support/redis_server.cpp).\n";
+    text += fmt::format("bind {}\nport {}\ndaemonize no\n", kHost, port);
+    text += fmt::format("dir {}\nlogfile {}\nloglevel notice\n", quoted(dir.string()),
+                        quoted(log_file().string()));
+    if (!sentinel()) {
+      text += "save \"\"\nappendonly no\nenable-debug-command local\n";
+    }
+    if (!options.password.empty()) {
+      text += fmt::format("requirepass {}\n", quoted(options.password));
+      if (sentinel()) text += fmt::format("sentinel sentinel-pass {}\n", quoted(options.password));
+    }
+    if (options.cluster) {
+      text += fmt::format("cluster-enabled yes\ncluster-config-file nodes.conf\ncluster-port {}\n",
+                          bus_port);
+    }
+    for (const auto& line : options.extra_config) text += line + '\n';
+    std::ofstream out(config_file(), std::ios::trunc);
+    out << text;
+    out.close();
+    if (!out) throw std::runtime_error(fmt::format("cannot write {}", config_file().string()));
+  }
+
+  void choose_ports() {
+    port = options.port != 0 ? options.port : free_loopback_port();
+    if (options.cluster) {
+      do {
+        bus_port = free_loopback_port();
+      } while (bus_port == port);
+    }
+  }
+
+  [[nodiscard]] std::string describe() const {
+    return fmt::format("{} ({} on {}:{}, dir {})", options.name, program(), kHost, port,
+                       dir.string());
+  }
+
+  [[nodiscard]] std::string log_tail(std::size_t lines) const {
+    if (dir.empty()) return "(not started)";
+    std::string out;
+    for (const auto& file : {log_file(), output_file()}) {
+      const std::string text = read_file(file);
+      if (text.empty()) continue;
+      out += fmt::format("--- {} (last {} lines) ---\n{}", file.string(), lines,
+                         tail_lines(text, lines));
+      if (out.back() != '\n') out += '\n';
+    }
+    return out.empty() ? "(no log output)" : out;
+  }
+
+  // Reaps the process if it exited. True while it runs.
+  bool check_running() {
+    if (pid <= 0) return false;
+    if (!is_registered(pid)) {  // reaped by the exit safety net
+      pid = -1;
+      return false;
+    }
+    if (!reap(pid, milliseconds(0))) return true;
+    unregister_child(pid);
+    pid = -1;
+    paused = false;
+    return false;
+  }
+
+  Outcome launch(std::string& failure) {
+    const auto log_offset = file_size_or_zero(log_file());
+    const auto output_offset = file_size_or_zero(output_file());
+    UniqueFd output(::open(output_file().c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+    if (output.get() < 0) throw_errno(fmt::format("open {}", output_file().string()));
+    std::vector<std::string> argv = {program(), config_file().string()};
+    if (sentinel() && program().find("redis-sentinel") == std::string::npos) {
+      argv.emplace_back("--sentinel");
+    }
+    pid = spawn({argv, {}, output.get(), output.get()});
+    output.reset();
+
+    const auto deadline = Clock::now() + options.start_timeout;
+    RedisAdmin admin(kHost, port, milliseconds(250));
+    if (!options.password.empty()) admin.set_auth("", options.password);
+    std::string last_error;
+    for (;;) {
+      if (!check_running()) {
+        const std::string fresh =
+            read_file(log_file(), log_offset) + read_file(output_file(), output_offset);
+        failure = "exited during start-up";
+        return fresh.find("Address already in use") != std::string::npos ? Outcome::port_taken
+                                                                          : Outcome::failed;
+      }
+      // Another process may own the port (the bind race): only our own pid counts.
+      try {
+        if (admin.command({"PING"}) == "PONG" &&
+            admin.info_field("server", "process_id") == std::to_string(pid)) {
+          return Outcome::ready;
+        }
+      } catch (const RedisError& error) {
+        last_error = error.what();
+      } catch (const std::exception&) {
+        admin.disconnect();
+      }
+      if (Clock::now() >= deadline) {
+        failure = fmt::format("no PING answer within {} ms", options.start_timeout.count());
+        if (last_error.find("NOAUTH") != std::string::npos ||
+            last_error.find("WRONGPASS") != std::string::npos) {
+          failure += fmt::format(" ({}; set Options::password rather than a requirepass line)",
+                                 last_error);
+        }
+        kill_now();
+        return Outcome::failed;
+      }
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+  }
+
+  void start() {
+    if (check_running()) throw std::logic_error(describe() + " is already running");
+    make_dir();
+    std::string failure;
+    for (int attempt = 1; attempt <= kStartAttempts; ++attempt) {
+      if (!port_owned) {
+        choose_ports();
+        write_config();
+      } else if (!fs::exists(config_file())) {
+        write_config();
+      }
+      switch (launch(failure)) {
+        case Outcome::ready:
+          port_owned = true;
+          paused = false;
+          return;
+        case Outcome::port_taken:
+          // A port we picked ourselves is simply replaced; a fixed one may be freed soon.
+          if (port_owned || options.port != 0) std::this_thread::sleep_for(milliseconds(250));
+          continue;
+        case Outcome::failed:
+          throw std::runtime_error(
+              fmt::format("{} did not start: {}\n{}", describe(), failure, log_tail(30)));
+      }
+    }
+    throw std::runtime_error(fmt::format("{} did not start: port taken on each of {} attempts\n{}",
+                                         describe(), kStartAttempts, log_tail(30)));
+  }
+
+  void kill_now() noexcept {
+    if (pid <= 0) return;
+    if (is_registered(pid)) {
+      ::kill(-pid, SIGKILL);
+      ::kill(pid, SIGKILL);
+      reap(pid, std::chrono::seconds(5));
+      unregister_child(pid);
+    }
+    pid = -1;
+    paused = false;
+  }
+
+  void stop() noexcept {
+    if (pid <= 0) return;
+    if (is_registered(pid)) {
+      ::kill(pid, SIGTERM);
+      ::kill(pid, SIGCONT);  // a stopped process would keep SIGTERM pending forever
+      if (reap(pid, options.stop_timeout)) {
+        unregister_child(pid);
+        pid = -1;
+      }
+    }
+    kill_now();
+  }
+
+  void wait_for_state(bool stopped) const {
+    const bool reached = wait_until(
+        [&] { return (process_state(pid) == 'T') == stopped; }, std::chrono::seconds(2),
+        milliseconds(1));
+    if (!reached) {
+      throw std::runtime_error(fmt::format("{} did not {} within 2 s", describe(),
+                                           stopped ? "stop" : "continue"));
+    }
+  }
+
+  void require_running(const char* what) {
+    if (!check_running()) {
+      throw std::logic_error(fmt::format("{}: {} is not running", what, describe()));
+    }
+  }
+
+  ~Impl() {
+    stop();
+    if (!dir.empty() && !options.keep_dir && !env_flag("DLOCK_TEST_KEEP_DIRS")) {
+      std::error_code ignored;
+      fs::remove_all(dir, ignored);
+    }
+  }
+};
+
+RedisServer::RedisServer(Options options) : impl_(std::make_unique<Impl>()) {
+  impl_->options = std::move(options);
+}
+RedisServer::~RedisServer() = default;
+RedisServer::RedisServer(RedisServer&&) noexcept = default;
+RedisServer& RedisServer::operator=(RedisServer&&) noexcept = default;
+
+void RedisServer::start() { impl_->start(); }
+void RedisServer::stop() noexcept { impl_->stop(); }
+void RedisServer::kill() noexcept { impl_->kill_now(); }
+
+void RedisServer::pause() {
+  impl_->require_running("pause");
+  ::kill(impl_->pid, SIGSTOP);
+  impl_->wait_for_state(true);
+  impl_->paused = true;
+}
+
+void RedisServer::resume() {
+  impl_->require_running("resume");
+  ::kill(impl_->pid, SIGCONT);
+  impl_->wait_for_state(false);
+  impl_->paused = false;
+}
+
+void RedisServer::restart_empty() {
+  impl_->kill_now();
+  if (!impl_->dir.empty()) {
+    for (const auto& entry : fs::directory_iterator(impl_->dir)) fs::remove_all(entry.path());
+    impl_->write_config();
+  }
+  impl_->start();
+}
+
+bool RedisServer::running() { return impl_->check_running(); }
+bool RedisServer::paused() const { return impl_->paused; }
+int RedisServer::port() const { return impl_->port; }
+int RedisServer::bus_port() const { return impl_->bus_port; }
+pid_t RedisServer::pid() const { return impl_->pid; }
+std::string RedisServer::host() const { return kHost; }
+std::string RedisServer::endpoint() const { return fmt::format("{}:{}", kHost, impl_->port); }
+std::string RedisServer::address() const { return fmt::format("redis://{}:{}", kHost, impl_->port); }
+const std::filesystem::path& RedisServer::dir() const { return impl_->dir; }
+std::filesystem::path RedisServer::config_file() const { return impl_->config_file(); }
+std::filesystem::path RedisServer::log_file() const { return impl_->log_file(); }
+std::string RedisServer::log_tail(std::size_t lines) const { return impl_->log_tail(lines); }
+const RedisServer::Options& RedisServer::options() const { return impl_->options; }
+
+}  // namespace dlock::test
