@@ -173,7 +173,9 @@ std::optional<Specifier> parse_specifier(std::string_view buffer, std::size_t be
   }
 }
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 
 // The guard alone when it shares its `[[...]]`, else the whole specifier.
 std::optional<ByteRange> removal_in(const Specifier& specifier, std::size_t name_offset) {

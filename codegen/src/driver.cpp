@@ -206,8 +206,8 @@ CommandLine parse_command_line(const std::vector<std::string>& args) {
   return result;
 }
 
-std::string help_text() {
-  return std::string(kUsage) + R"(
+// What --help prints after the usage line.
+constexpr std::string_view kHelpDetails = R"(
 
 Weaves the [[dlock::guard(...)]] attributes of the C++ source file SOURCE into calls of the
 dlock runtime and writes the result to WOVEN, which the build compiles instead of SOURCE.
@@ -274,7 +274,8 @@ Exit status:
   1  errors in the guards, or in SOURCE as clang parses it, were reported; nothing written
   2  bad command line, or a file could not be read or written; nothing written
 )";
-}
+
+std::string help_text() { return std::string(kUsage) + std::string(kHelpDetails); }
 
 // A target that is not woven must not compile a guard: not in its sources, and not in a
 // definition in the project headers they include (an inline function or a template compiled

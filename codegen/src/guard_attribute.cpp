@@ -5,6 +5,8 @@
 #include <clang/Sema/ParsedAttr.h>
 #include <clang/Sema/Sema.h>
 
+#include <string>
+
 namespace dlock::codegen {
 namespace {
 
@@ -25,22 +27,14 @@ class GuardAttrInfo : public clang::ParsedAttrInfo {
   bool diagAppertainsToDecl(clang::Sema& sema, const clang::ParsedAttr& attr,
                             const clang::Decl* decl) const override {
     if (llvm::isa<clang::FunctionDecl>(decl)) return true;
-    if (current_collector) current_collector->add_misplaced(attr.getRange().getEnd());
-    const unsigned id = sema.getDiagnostics().getCustomDiagID(
-        clang::DiagnosticsEngine::Error,
+    return misplaced(
+        sema, attr,
         "'dlock::guard' applies to functions only; guard the function that does the work");
-    sema.Diag(attr.getLoc(), id) << attr.getRange();
-    return false;
   }
 
   bool diagAppertainsToStmt(clang::Sema& sema, const clang::ParsedAttr& attr,
                             const clang::Stmt*) const override {
-    if (current_collector) current_collector->add_misplaced(attr.getRange().getEnd());
-    const unsigned id = sema.getDiagnostics().getCustomDiagID(
-        clang::DiagnosticsEngine::Error,
-        "'dlock::guard' applies to functions, not statements");
-    sema.Diag(attr.getLoc(), id) << attr.getRange();
-    return false;
+    return misplaced(sema, attr, "'dlock::guard' applies to functions, not statements");
   }
 
   AttrHandling handleDeclAttribute(clang::Sema&, clang::Decl* decl,
@@ -51,6 +45,17 @@ class GuardAttrInfo : public clang::ParsedAttrInfo {
       current_collector->add({function, attr.getRange().getBegin(), attr.getRange().getEnd()});
     }
     return AttributeApplied;
+  }
+
+ private:
+  // Reports a guard written where no function is (and tells the collector); always false.
+  static bool misplaced(clang::Sema& sema, const clang::ParsedAttr& attr,
+                        const std::string& message) {
+    if (current_collector) current_collector->add_misplaced(attr.getRange().getEnd());
+    const unsigned id =
+        sema.getDiagnostics().getCustomDiagID(clang::DiagnosticsEngine::Error, "%0");
+    sema.Diag(attr.getLoc(), id) << message << attr.getRange();
+    return false;
   }
 };
 

@@ -93,7 +93,8 @@ class Parser {
       return;
     }
     if (tokens.size() < 2 || tokens[1]->kind != TokenKind::kEqual) {
-      const std::size_t offset = tokens.size() < 2 ? name.offset + name.text.size() : tokens[1]->offset;
+      const std::size_t offset =
+          tokens.size() < 2 ? name.offset + name.text.size() : tokens[1]->offset;
       problem(offset, 0, "expected '=' after '" + name.text + "'");
       return;
     }
@@ -120,7 +121,8 @@ class Parser {
     if (spec.options.max_hold && spec.options.max_hold->count() == 0) {
       value_problem("max_hold", "'max_hold' must be longer than zero");
     }
-    if (spec.options.min_hold && spec.options.max_hold && *spec.options.min_hold > *spec.options.max_hold) {
+    if (spec.options.min_hold && spec.options.max_hold &&
+        *spec.options.min_hold > *spec.options.max_hold) {
       const ValueSite& min = values_.at("min_hold");
       const ValueSite& max = values_.at("max_hold");
       result_.problems.push_back({min.offset, min.length,
@@ -203,15 +205,18 @@ class Parser {
   void parse_on_busy(const ValueSite& site, bool is_identifier) {
     static const std::vector<std::string> kActions{"throw", "skip"};
     if (is_identifier && (site.spelling == "throw" || site.spelling == "skip")) {
-      result_.spec.options.on_busy = site.spelling == "skip" ? BusyAction::kSkip : BusyAction::kThrow;
+      result_.spec.options.on_busy =
+          site.spelling == "skip" ? BusyAction::kSkip : BusyAction::kThrow;
       result_.spec.on_busy_offset = site.offset;
       result_.spec.on_busy_length = site.length;
       return;
     }
-    std::string message = "bad value '" + site.spelling + "' for 'on_busy'; expected 'throw' or 'skip'";
+    std::string message =
+        "bad value '" + site.spelling + "' for 'on_busy'; expected 'throw' or 'skip'";
     std::optional<std::string> fix;
     if (is_identifier) fix = closest_match(site.spelling, kActions);
-    if (fix) message = "bad value '" + site.spelling + "' for 'on_busy'; did you mean '" + *fix + "'?";
+    if (fix)
+      message = "bad value '" + site.spelling + "' for 'on_busy'; did you mean '" + *fix + "'?";
     result_.problems.push_back({site.offset, site.length, std::move(message), fix, {}});
   }
 

@@ -86,7 +86,8 @@ class IncludeRecorder : public clang::PPCallbacks {
     }
     directive.includer = &includer->getFileEntry();
     if (keyword.getIdentifierInfo() != nullptr &&
-        keyword.getIdentifierInfo()->getName() == "include_next" && keyword.getLocation().isFileID()) {
+        keyword.getIdentifierInfo()->getName() == "include_next" &&
+        keyword.getLocation().isFileID()) {
       const std::size_t at = sources_.getFileOffset(keyword.getLocation());
       directive.next_keyword = ByteRange{at, at + keyword.getLength()};
     }
@@ -166,10 +167,8 @@ std::string copy_path(const std::string& dir, const std::string& original) {
 
 }  // namespace
 
-HeaderCopies IncludeGraph::plan_copies(FileKey main, const std::set<FileKey>& headers,
-                                       const std::string& dir, const std::string& shared_dir,
-                                       std::string_view context) const {
-  HeaderCopies plan;
+std::set<FileKey> IncludeGraph::headers_to_copy(FileKey main, const std::set<FileKey>& headers,
+                                                HeaderCopies& plan) const {
   // The headers to copy: those with bodies, and whatever includes one of them, up to the
   // source. A system header on the way cannot be copied (its own includes would change).
   std::set<FileKey> copied(headers.begin(), headers.end());
@@ -195,6 +194,12 @@ HeaderCopies IncludeGraph::plan_copies(FileKey main, const std::set<FileKey>& he
       pending.push_back(directive.includer);
     }
   }
+  return copied;
+}
+
+void IncludeGraph::place_copies(const std::set<FileKey>& copied, const std::string& dir,
+                                const std::string& shared_dir, std::string_view context,
+                                HeaderCopies& plan) const {
   // Their keys: from every project file each one reaches (a header that is not copied may
   // still decide a return type), and shareable only when no `#if` skipped a block in any of
   // them (the source's macros could have decided it otherwise).
@@ -245,6 +250,10 @@ HeaderCopies IncludeGraph::plan_copies(FileKey main, const std::set<FileKey>& he
       plan.copies.emplace(order[i], copy_path(dir, files[i].path));
     }
   }
+}
+
+void IncludeGraph::unshare_mixed_copies(const std::set<FileKey>& copied, const std::string& dir,
+                                        HeaderCopies& plan) const {
   // A copy names the copies it includes: shared only if they all are.
   for (bool changed = true; changed;) {
     changed = false;
@@ -258,6 +267,10 @@ HeaderCopies IncludeGraph::plan_copies(FileKey main, const std::set<FileKey>& he
     }
   }
 
+}
+
+void IncludeGraph::point_includes_at_copies(FileKey main, const std::set<FileKey>& copied,
+                                            HeaderCopies& plan) const {
   for (const IncludeDirective& directive : directives_) {
     const bool in_copy = copied.count(directive.includer) > 0;
     if (!in_copy && directive.includer != main) continue;
@@ -293,6 +306,11 @@ HeaderCopies IncludeGraph::plan_copies(FileKey main, const std::set<FileKey>& he
       plan.rewrites[probe.includer].push_back({probe.name, "\"" + to + "\""});
     }
   }
+}
+
+namespace {
+
+void drop_repeated_rewrites(HeaderCopies& plan) {
   // A header included twice gives the same directive twice.
   for (auto& [key, edits] : plan.rewrites) {
     std::sort(edits.begin(), edits.end(),
@@ -303,6 +321,19 @@ HeaderCopies IncludeGraph::plan_copies(FileKey main, const std::set<FileKey>& he
                             }),
                 edits.end());
   }
+}
+
+}  // namespace
+
+HeaderCopies IncludeGraph::plan_copies(FileKey main, const std::set<FileKey>& headers,
+                                       const std::string& dir, const std::string& shared_dir,
+                                       std::string_view context) const {
+  HeaderCopies plan;
+  const std::set<FileKey> copied = headers_to_copy(main, headers, plan);
+  place_copies(copied, dir, shared_dir, context, plan);
+  unshare_mixed_copies(copied, dir, plan);
+  point_includes_at_copies(main, copied, plan);
+  drop_repeated_rewrites(plan);
   return plan;
 }
 

@@ -102,6 +102,21 @@ class IncludeGraph {
                                          std::string_view context) const;
 
  private:
+  // The steps of plan_copies. The headers to copy: those with bodies, and whatever includes
+  // one of them, up to the source.
+  std::set<FileKey> headers_to_copy(FileKey main, const std::set<FileKey>& headers,
+                                    HeaderCopies& plan) const;
+  // Where each copy goes: shared by its key, or private to this source.
+  void place_copies(const std::set<FileKey>& copied, const std::string& dir,
+                    const std::string& shared_dir, std::string_view context,
+                    HeaderCopies& plan) const;
+  // A shared copy that includes a private one becomes private too.
+  void unshare_mixed_copies(const std::set<FileKey>& copied, const std::string& dir,
+                            HeaderCopies& plan) const;
+  // The #include (and __has_include) edits that lead the source and the copies to the copies.
+  void point_includes_at_copies(FileKey main, const std::set<FileKey>& copied,
+                                HeaderCopies& plan) const;
+
   friend class IncludeRecorder;
   std::map<FileKey, ReadFile> files_;
   std::map<std::string, FileKey> keys_;

@@ -1,6 +1,7 @@
 #include "dlock/codegen/key_template.hpp"
 
 #include <cstdint>
+#include <optional>
 
 namespace dlock::codegen {
 namespace {
@@ -36,6 +37,51 @@ void append_utf8(std::uint32_t code_point, std::string& out) {
   }
 }
 
+// `\ooo`: up to three octal digits after the backslash at text[i].
+std::size_t decode_octal(std::string_view text, std::size_t i, std::size_t base, std::string& out,
+                         std::vector<Problem>& problems) {
+  std::size_t end = i + 1;
+  unsigned value = 0;
+  while (end < text.size() && end < i + 4 && text[end] >= '0' && text[end] <= '7') {
+    value = value * 8 + static_cast<unsigned>(text[end] - '0');
+    ++end;
+  }
+  if (value > 0xFF) {
+    problems.push_back({base + i, end - i, "octal escape sequence out of range", {}, {}});
+  }
+  out += static_cast<char>(value & 0xFF);
+  return end - i;
+}
+
+// `\xhh...`, `\uhhhh`, `\Uhhhhhhhh` at text[i].
+std::size_t decode_hex(std::string_view text, std::size_t i, std::size_t base, std::string& out,
+                       std::vector<Problem>& problems) {
+  const char c = text[i + 1];
+  std::size_t end = i + 2;
+  const std::size_t max_digits = c == 'x' ? std::string_view::npos : (c == 'u' ? 4 : 8);
+  std::uint64_t value = 0;
+  bool overflow = false;
+  while (end < text.size() && hex_value(text[end]) >= 0 && end - (i + 2) < max_digits) {
+    value = value * 16 + static_cast<std::uint64_t>(hex_value(text[end]));
+    if (value > 0x10FFFF) overflow = true;
+    ++end;
+  }
+  const std::size_t digits = end - (i + 2);
+  if (digits == 0 || (c != 'x' && digits != max_digits)) {
+    problems.push_back({base + i, end - i, "incomplete escape sequence", {}, {}});
+  } else if (c == 'x') {
+    if (overflow || value > 0xFF) {
+      problems.push_back({base + i, end - i, "hex escape sequence out of range", {}, {}});
+    }
+    out += static_cast<char>(value & 0xFF);
+  } else if (overflow || (value >= 0xD800 && value <= 0xDFFF)) {
+    problems.push_back({base + i, end - i, "invalid universal character", {}, {}});
+  } else {
+    append_utf8(static_cast<std::uint32_t>(value), out);
+  }
+  return end - i;
+}
+
 // Decodes the escape sequence at text[i] == '\\' (text ends before the closing quote) into
 // `out`; returns how many characters it spans. clang never sees these literals (it skips the
 // attribute's arguments), so malformed escapes are reported here.
@@ -60,45 +106,10 @@ std::size_t decode_escape(std::string_view text, std::size_t i, std::size_t base
     case 'v': out += '\v'; return 2;
     default: break;
   }
-  if (c >= '0' && c <= '7') {
-    std::size_t end = i + 1;
-    unsigned value = 0;
-    while (end < text.size() && end < i + 4 && text[end] >= '0' && text[end] <= '7') {
-      value = value * 8 + static_cast<unsigned>(text[end] - '0');
-      ++end;
-    }
-    if (value > 0xFF) {
-      problems.push_back({base + i, end - i, "octal escape sequence out of range", {}, {}});
-    }
-    out += static_cast<char>(value & 0xFF);
-    return end - i;
-  }
-  if (c == 'x' || c == 'u' || c == 'U') {
-    std::size_t end = i + 2;
-    const std::size_t max_digits = c == 'x' ? std::string_view::npos : (c == 'u' ? 4 : 8);
-    std::uint64_t value = 0;
-    bool overflow = false;
-    while (end < text.size() && hex_value(text[end]) >= 0 && end - (i + 2) < max_digits) {
-      value = value * 16 + static_cast<std::uint64_t>(hex_value(text[end]));
-      if (value > 0x10FFFF) overflow = true;
-      ++end;
-    }
-    const std::size_t digits = end - (i + 2);
-    if (digits == 0 || (c != 'x' && digits != max_digits)) {
-      problems.push_back({base + i, end - i, "incomplete escape sequence", {}, {}});
-    } else if (c == 'x') {
-      if (overflow || value > 0xFF) {
-        problems.push_back({base + i, end - i, "hex escape sequence out of range", {}, {}});
-      }
-      out += static_cast<char>(value & 0xFF);
-    } else if (overflow || (value >= 0xD800 && value <= 0xDFFF)) {
-      problems.push_back({base + i, end - i, "invalid universal character", {}, {}});
-    } else {
-      append_utf8(static_cast<std::uint32_t>(value), out);
-    }
-    return end - i;
-  }
-  problems.push_back({base + i, 2, "unknown escape sequence '\\" + std::string(1, c) + "'", {}, {}});
+  if (c >= '0' && c <= '7') return decode_octal(text, i, base, out, problems);
+  if (c == 'x' || c == 'u' || c == 'U') return decode_hex(text, i, base, out, problems);
+  problems.push_back(
+      {base + i, 2, "unknown escape sequence '\\" + std::string(1, c) + "'", {}, {}});
   out += c;
   return 2;
 }
@@ -125,6 +136,20 @@ std::size_t scan_identifier(std::string_view text, std::size_t i) {
 constexpr const char* kLiteralLessHint = "; write '<<' for a literal '<'";
 constexpr const char* kChainHint =
     "; a placeholder is a parameter name or 'this', then .member or ->member";
+
+// `.` or `->` at text[i]: sets the step's access and returns the index after it; nullopt for
+// neither.
+std::optional<std::size_t> read_access(std::string_view text, std::size_t i, MemberStep& step) {
+  if (text[i] == '.') {
+    step.access = Access::kDot;
+    return i + 1;
+  }
+  if (text.substr(i, 2) == "->") {
+    step.access = Access::kArrow;
+    return i + 2;
+  }
+  return std::nullopt;
+}
 
 // Parses the placeholder whose '<' is at text[start]; returns the index after its '>' (or
 // after the text when it is unterminated). `text` is the literal without its quotes.
@@ -164,16 +189,12 @@ std::size_t parse_placeholder(std::string_view text, std::size_t start, std::siz
     if (text[i] == '>') break;
     MemberStep step;
     step.offset = base + i;
-    if (text[i] == '.') {
-      step.access = Access::kDot;
-      ++i;
-    } else if (text.substr(i, 2) == "->") {
-      step.access = Access::kArrow;
-      i += 2;
-    } else {
+    const auto after_access = read_access(text, i, step);
+    if (!after_access) {
       return fail(i, 1,
                   "unexpected '" + std::string(1, text[i]) + "' in placeholder" + kChainHint);
     }
+    i = *after_access;
     i = skip_spaces(text, i);
     end = scan_identifier(text, i);
     if (end == i) {

@@ -102,8 +102,8 @@ class WeaveConsumer : public clang::ASTConsumer {
     for (const auto& [key, path] : copies.copies) {
       std::optional<std::string> text = weave(context, key, edits, copies, false);
       if (!text) return;
-      outcome_.headers.push_back(
-          {path, original_first_check(context, key) + std::move(*text), copies.shared.count(key) > 0});
+      outcome_.headers.push_back({path, original_first_check(context, key) + std::move(*text),
+                                  copies.shared.count(key) > 0});
     }
     outcome_.woven = weave(context, main, edits, copies, true);
   }

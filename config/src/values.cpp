@@ -10,15 +10,14 @@
 
 #include "values.hpp"
 
+#include "dlock/common/duration.hpp"
+#include "dlock/common/text.hpp"
+
 #include <fmt/format.h>
 
 namespace dlock {
 namespace internal {
 namespace {
-
-// Durations end up added to steady_clock (nanoseconds) time points, so the largest accepted
-// duration is the one that still fits in nanoseconds: about 292 years.
-constexpr std::int64_t kMaxDurationMillis = std::numeric_limits<std::int64_t>::max() / 1'000'000;
 
 constexpr std::string_view kRedisScheme = "redis";
 
@@ -56,25 +55,6 @@ int hex_value(char c) {
 }
 
 }  // namespace
-
-// URL user info may be percent-encoded so that passwords can hold ':', '/' or '@'.
-std::optional<std::string> percent_decode(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '%') {
-      out.push_back(text[i]);
-      continue;
-    }
-    if (i + 2 >= text.size()) return std::nullopt;
-    const int high = hex_value(text[i + 1]);
-    const int low = hex_value(text[i + 2]);
-    if (high < 0 || low < 0) return std::nullopt;
-    out.push_back(static_cast<char>(high * 16 + low));
-    i += 2;
-  }
-  return out;
-}
 
 std::string format_millis(Millis value) {
   const auto ms = value.count();
@@ -176,27 +156,7 @@ std::optional<Endpoint> parse_host_port(std::string_view text) {
 }  // namespace internal
 
 std::optional<Millis> parse_duration(std::string_view text) {
-  std::size_t digits = 0;
-  while (digits < text.size() && internal::is_digit(text[digits])) ++digits;
-  const std::string_view number = text.substr(0, digits);
-  const std::string_view unit = text.substr(digits);
-
-  std::int64_t millis_per_unit = 0;
-  if (unit == "ms") {
-    millis_per_unit = 1;
-  } else if (unit == "s") {
-    millis_per_unit = 1000;
-  } else if (unit == "m") {
-    millis_per_unit = 60 * 1000;
-  } else if (unit == "h") {
-    millis_per_unit = 60 * 60 * 1000;
-  } else {
-    return std::nullopt;
-  }
-  const auto count =
-      internal::parse_bounded(number, internal::kMaxDurationMillis / millis_per_unit);
-  if (!count) return std::nullopt;
-  return Millis(*count * millis_per_unit);
+  return common::read_duration(text).value;
 }
 
 namespace internal {
@@ -262,7 +222,7 @@ std::optional<ParsedAddress> parse_address_parts(std::string_view text, const Ad
 std::optional<ParsedAddress> parse_address(std::string_view text) {
   return internal::parse_address_parts(
       text, [](std::string_view raw, bool user_info) -> std::optional<std::string> {
-        if (user_info) return internal::percent_decode(raw);
+        if (user_info) return common::percent_decode(raw);
         return std::string(raw);
       });
 }

@@ -10,9 +10,6 @@
 
 namespace dlock::internal {
 
-/// `%XX` sequences decoded; nullopt for a `%` not followed by two hex digits.
-[[nodiscard]] std::optional<std::string> percent_decode(std::string_view text);
-
 /// Turns one raw part of an address into its value. `user_info` is true for the user name
 /// and the password, which are percent-decoded; the host, port and database are not.
 /// Returns nullopt when the part is malformed.

@@ -121,7 +121,8 @@ Admin::Admin(Client client) : client_(std::move(client)) {}
 
 std::vector<LockInfo> Admin::list(std::string_view pattern, const std::string& backend) const {
   std::vector<LockInfo> out = admin_of(client_, backend).list(pattern);
-  std::sort(out.begin(), out.end(), [](const LockInfo& a, const LockInfo& b) { return a.key < b.key; });
+  std::sort(out.begin(), out.end(),
+            [](const LockInfo& a, const LockInfo& b) { return a.key < b.key; });
   return out;
 }
 
@@ -147,7 +148,8 @@ std::vector<AuditEntry> Admin::history(std::size_t limit, const std::string& bac
 std::vector<RunRecord> Admin::runs(std::string_view pattern, const std::string& backend) const {
   std::vector<RunRecord> out =
       internal::runs_of(client_.core()->engine(backend)).list_runs(pattern);
-  std::sort(out.begin(), out.end(), [](const RunRecord& a, const RunRecord& b) { return a.key < b.key; });
+  std::sort(out.begin(), out.end(),
+            [](const RunRecord& a, const RunRecord& b) { return a.key < b.key; });
   return out;
 }
 

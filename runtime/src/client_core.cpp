@@ -220,8 +220,8 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::str
     met_busy = true;
     const auto now = Clock::now();
     if (now >= deadline) {
-      return give_up(give_up_at,
-                     refuse_busy(*metrics_, *series, name, key, settings, now - started, reply.ttl));
+      return give_up(give_up_at, refuse_busy(*metrics_, *series, name, key, settings, now - started,
+                                             reply.ttl));
     }
     if (!watch) {
       // Arm the watch, then try again at once: a release between our try and the watch
@@ -271,7 +271,8 @@ ReleaseStatus ClientCore::release(const std::shared_ptr<LeaseState>& lease) noex
   const auto held_ms = std::chrono::duration_cast<Millis>(now - lease->acquired_at).count();
   const auto keep_until = later(lease->acquired_at, lease->settings.min_hold);
   const auto keep_for = keep_until > now ? std::chrono::ceil<Millis>(keep_until - now) : Millis{0};
-  const auto outcome = lease->backend->release(lease->key, lease->owner, std::max(Millis{0}, keep_for));
+  const auto outcome =
+      lease->backend->release(lease->key, lease->owner, std::max(Millis{0}, keep_for));
   if (lease->lost()) {
     bump(metrics_->release_failures);
     return ReleaseStatus::kLost;

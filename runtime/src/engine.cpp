@@ -55,7 +55,8 @@ Engine make_engine(const BackendConfig& config, const std::string& service,
     case Topology::kSentinel:
       require_endpoints("at least one sentinel");
       if (config.master_name.empty()) {
-        throw ConfigError(fmt::format("backends.{}: a sentinel backend needs master_name", config.name));
+        throw ConfigError(
+            fmt::format("backends.{}: a sentinel backend needs master_name", config.name));
       }
       return make_sentinel_backend(config, service, std::move(metrics));
     case Topology::kCluster:

@@ -37,15 +37,16 @@ Guard::Guard(const GuardSite& site, const Key& key, const Resolved& resolved)
     case AcquireStatus::kBusy:
       if (settings.on_busy == OnBusy::kSkip && site.skippable) {
         internal::bump(client.core()->metrics().for_name(name)->skipped);
-        internal::log(LogLevel::kInfo, "event=skipped name={} key={} on_busy=skip", internal::name_field(name),
-                      internal::printable(key.str()));
+        internal::log(LogLevel::kInfo, "event=skipped name={} key={} on_busy=skip",
+                      internal::name_field(name), internal::printable(key.str()));
         return;
       }
       if (settings.on_busy == OnBusy::kSkip) {
-        internal::log(LogLevel::kWarn,
-                      "event=skip_impossible name={} key={} detail=\"on_busy: skip, but the return type "
-                      "cannot be skipped; throwing\"",
-                      internal::name_field(name), internal::printable(key.str()));
+        internal::log(
+            LogLevel::kWarn,
+            "event=skip_impossible name={} key={} detail=\"on_busy: skip, but the return type "
+            "cannot be skipped; throwing\"",
+            internal::name_field(name), internal::printable(key.str()));
       }
       throw LockNotAcquired(fmt::format("{}: lock '{}' not acquired within {}ms: {}", name,
                                         internal::printable(key.str()), settings.wait.count(),

@@ -75,9 +75,10 @@ LeaseState::LeaseState(std::shared_ptr<ClientCore> core_in, std::shared_ptr<Back
       acquired_at(acquired_at_in),
       thread(this_thread_token()),
       series(std::move(series_in)),
-      valid_until_(later(acquired_at, std::min(settings.lease, settings.max_hold.value_or(settings.lease)))
-                       .time_since_epoch()
-                       .count()) {}
+      valid_until_(
+          later(acquired_at, std::min(settings.lease, settings.max_hold.value_or(settings.lease)))
+              .time_since_epoch()
+              .count()) {}
 
 Clock::time_point LeaseState::valid_until() const noexcept {
   return Clock::time_point(Clock::duration(valid_until_.load()));
@@ -146,8 +147,12 @@ std::chrono::milliseconds LeaseView::remaining() const {
 }
 
 bool LeaseView::lost() const { return state_ && state_->lost(); }
-LossReason LeaseView::loss_reason() const { return state_ ? state_->loss_reason() : LossReason::kNone; }
-int LeaseView::hold_count() const { return state_ && !state_->released() ? state_->holds.load() : 0; }
+LossReason LeaseView::loss_reason() const {
+  return state_ ? state_->loss_reason() : LossReason::kNone;
+}
+int LeaseView::hold_count() const {
+  return state_ && !state_->released() ? state_->holds.load() : 0;
+}
 const std::string& LeaseView::name() const { return state_ ? state_->name : kNoName; }
 
 void LeaseView::on_lost(std::function<void(const LeaseView&)> callback) const {

@@ -1,5 +1,7 @@
 #include "log.hpp"
 
+#include <dlock/common/text.hpp>
+
 #include <atomic>
 #include <cstdio>
 #include <memory>
@@ -37,7 +39,8 @@ void set_log_level(LogLevel level) { g_level.store(static_cast<int>(level)); }
 namespace internal {
 
 bool log_enabled(LogLevel level) noexcept {
-  return level != LogLevel::kOff && static_cast<int>(level) >= g_level.load(std::memory_order_relaxed);
+  return level != LogLevel::kOff &&
+         static_cast<int>(level) >= g_level.load(std::memory_order_relaxed);
 }
 
 void log_line(LogLevel level, const std::string& line) noexcept {
@@ -56,20 +59,7 @@ void log_line(LogLevel level, const std::string& line) noexcept {
   }
 }
 
-std::string printable(std::string_view bytes) {
-  constexpr std::size_t kMax = 120;
-  std::string out;
-  for (std::size_t i = 0; i < bytes.size() && out.size() < kMax; ++i) {
-    const auto c = static_cast<unsigned char>(bytes[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out += fmt::format("\\x{:02x}", c);
-    }
-  }
-  if (out.size() >= kMax) out += fmt::format("...({} bytes)", bytes.size());
-  return out;
-}
+std::string printable(std::string_view bytes) { return common::printable(bytes, common::kLogText); }
 
 std::string field(std::string_view bytes) {
   std::string value = printable(bytes);

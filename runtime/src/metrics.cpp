@@ -40,22 +40,15 @@ LatencySummary LatencyRecorder::summary() const noexcept {
   return s;
 }
 
+// Each field of a snapshot from the live field of the same name, as the lists give them.
+#define DLOCK_COPY_COUNTER(field, family, help) s.field = field.load(std::memory_order_relaxed);
+#define DLOCK_COPY_LATENCY(field, family, help) s.field = field.summary();
+
 LockMetrics NameMetrics::snapshot() const {
-  auto get = [](const std::atomic<std::uint64_t>& c) { return c.load(std::memory_order_relaxed); };
   LockMetrics s;
   s.name = name;
-  s.acquisitions = get(acquisitions);
-  s.releases = get(releases);
-  s.busy = get(busy);
-  s.contention = get(contention);
-  s.unavailable = get(unavailable);
-  s.losses = get(losses);
-  s.renewal_failures = get(renewal_failures);
-  s.skipped = get(skipped);
-  s.acquire_latency = acquire_latency.summary();
-  s.wait_time = wait_time.summary();
-  s.hold_time = hold_time.summary();
-  s.renewal_lag = renewal_lag.summary();
+  DLOCK_LOCK_COUNTERS(DLOCK_COPY_COUNTER)
+  DLOCK_LOCK_LATENCIES(DLOCK_COPY_LATENCY)
   return s;
 }
 
@@ -70,24 +63,9 @@ std::shared_ptr<NameMetrics> Metrics::for_name(std::string_view name) {
 }
 
 MetricsSnapshot Metrics::snapshot() const {
-  auto get = [](const std::atomic<std::uint64_t>& c) { return c.load(std::memory_order_relaxed); };
   MetricsSnapshot s;
-  s.acquisitions = get(acquisitions);
-  s.reentrant_acquisitions = get(reentrant_acquisitions);
-  s.acquire_busy = get(acquire_busy);
-  s.acquire_unavailable = get(acquire_unavailable);
-  s.waits = get(waits);
-  s.contention = get(contention);
-  s.wakeups = get(wakeups);
-  s.renewals = get(renewals);
-  s.renewal_failures = get(renewal_failures);
-  s.losses = get(losses);
-  s.releases = get(releases);
-  s.release_failures = get(release_failures);
-  s.min_hold_kept = get(min_hold_kept);
-  s.subscriber_reconnects = get(subscriber_reconnects);
-  s.acquire_latency = acquire_latency.summary();
-  s.renewal_lag = renewal_lag.summary();
+  DLOCK_CLIENT_COUNTERS(DLOCK_COPY_COUNTER)
+  DLOCK_CLIENT_LATENCIES(DLOCK_COPY_LATENCY)
   std::vector<std::shared_ptr<NameMetrics>> names;
   {
     std::lock_guard lock(names_mutex_);
@@ -98,6 +76,9 @@ MetricsSnapshot Metrics::snapshot() const {
   for (const auto& series : names) s.by_name.push_back(series->snapshot());  // map order: sorted
   return s;
 }
+
+#undef DLOCK_COPY_COUNTER
+#undef DLOCK_COPY_LATENCY
 
 }  // namespace internal
 }  // namespace dlock

@@ -32,18 +32,10 @@ class NameMetrics {
  public:
   explicit NameMetrics(std::string name_in) : name(std::move(name_in)) {}
   const std::string name;
-  std::atomic<std::uint64_t> acquisitions{0};
-  std::atomic<std::uint64_t> releases{0};
-  std::atomic<std::uint64_t> busy{0};
-  std::atomic<std::uint64_t> contention{0};
-  std::atomic<std::uint64_t> unavailable{0};
-  std::atomic<std::uint64_t> losses{0};
-  std::atomic<std::uint64_t> renewal_failures{0};
-  std::atomic<std::uint64_t> skipped{0};
-  LatencyRecorder acquire_latency;
-  LatencyRecorder wait_time;
-  LatencyRecorder hold_time;
-  LatencyRecorder renewal_lag;
+#define DLOCK_LIVE_COUNTER(field, family, help) std::atomic<std::uint64_t> field{0};
+#define DLOCK_LIVE_LATENCY(field, family, help) LatencyRecorder field;
+  DLOCK_LOCK_COUNTERS(DLOCK_LIVE_COUNTER)
+  DLOCK_LOCK_LATENCIES(DLOCK_LIVE_LATENCY)
 
   [[nodiscard]] LockMetrics snapshot() const;
 };
@@ -53,22 +45,10 @@ inline constexpr std::string_view kUnnamed = "(unnamed)";
 
 class Metrics {
  public:
-  std::atomic<std::uint64_t> acquisitions{0};
-  std::atomic<std::uint64_t> reentrant_acquisitions{0};
-  std::atomic<std::uint64_t> acquire_busy{0};
-  std::atomic<std::uint64_t> acquire_unavailable{0};
-  std::atomic<std::uint64_t> waits{0};
-  std::atomic<std::uint64_t> contention{0};
-  std::atomic<std::uint64_t> wakeups{0};
-  std::atomic<std::uint64_t> renewals{0};
-  std::atomic<std::uint64_t> renewal_failures{0};
-  std::atomic<std::uint64_t> losses{0};
-  std::atomic<std::uint64_t> releases{0};
-  std::atomic<std::uint64_t> release_failures{0};
-  std::atomic<std::uint64_t> min_hold_kept{0};
-  std::atomic<std::uint64_t> subscriber_reconnects{0};
-  LatencyRecorder acquire_latency;
-  LatencyRecorder renewal_lag;
+  DLOCK_CLIENT_COUNTERS(DLOCK_LIVE_COUNTER)
+  DLOCK_CLIENT_LATENCIES(DLOCK_LIVE_LATENCY)
+#undef DLOCK_LIVE_COUNTER
+#undef DLOCK_LIVE_LATENCY
 
   /// The series for `name` ("" is "(unnamed)"), created on first use. Never null.
   [[nodiscard]] std::shared_ptr<NameMetrics> for_name(std::string_view name);

@@ -28,7 +28,8 @@ std::string owner_prefix() {
     std::random_device device;
     std::array<std::uint32_t, 4> words{};
     for (auto& w : words) w = device();
-    identity.prefix = fmt::format("{:08x}{:08x}{:08x}{:08x}", words[0], words[1], words[2], words[3]);
+    identity.prefix =
+        fmt::format("{:08x}{:08x}{:08x}{:08x}", words[0], words[1], words[2], words[3]);
     identity.pid = pid;
   }
   return identity.prefix;

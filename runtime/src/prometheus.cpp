@@ -44,31 +44,22 @@ struct Histogram {
   LatencySummary LockMetrics::*field;
 };
 
-constexpr std::array<Counter, 8> kCounters{{
-    {"dlock_acquisitions_total", "Locks granted by the backend (reentrant entries excluded).",
-     &LockMetrics::acquisitions},
-    {"dlock_releases_total", "Final releases that found the lease still held.", &LockMetrics::releases},
-    {"dlock_busy_total", "Acquire calls that gave up because another owner held the lock.",
-     &LockMetrics::busy},
-    {"dlock_contention_total", "Busy answers from the backend, retries included.", &LockMetrics::contention},
-    {"dlock_unavailable_total", "Acquire calls that failed because the backend was unreachable.",
-     &LockMetrics::unavailable},
-    {"dlock_lost_leases_total", "Leases found lost: taken, expired, gone or past max_hold.",
-     &LockMetrics::losses},
-    {"dlock_renewal_failures_total", "Renewals that did not reach the backend.",
-     &LockMetrics::renewal_failures},
-    {"dlock_skipped_runs_total", "Guarded calls skipped because the lock was busy (on_busy=skip).",
-     &LockMetrics::skipped},
-}};
+#define DLOCK_COUNTER_ENTRY(field, family, help) Counter{family, help, &LockMetrics::field},
+#define DLOCK_HISTOGRAM_ENTRY(field, family, help) Histogram{family, help, &LockMetrics::field},
+constexpr Counter kCounters[] = {DLOCK_LOCK_COUNTERS(DLOCK_COUNTER_ENTRY)};
+constexpr Histogram kHistograms[] = {DLOCK_LOCK_LATENCIES(DLOCK_HISTOGRAM_ENTRY)};
+#undef DLOCK_COUNTER_ENTRY
+#undef DLOCK_HISTOGRAM_ENTRY
 
-constexpr std::array<Histogram, 4> kHistograms{{
-    {"dlock_acquire_latency_seconds", "Whole acquire calls, waiting included.", &LockMetrics::acquire_latency},
-    {"dlock_wait_seconds", "Acquire calls that met a busy lock: time until granted or given up.",
-     &LockMetrics::wait_time},
-    {"dlock_hold_seconds", "From the granting request to the final release.", &LockMetrics::hold_time},
-    {"dlock_renewal_lag_seconds", "How late renewals started against their schedule.",
-     &LockMetrics::renewal_lag},
-}};
+// Client-wide counters that belong to no single lock name: those the list gives a family.
+struct WideCounter {
+  std::string_view name;
+  std::string_view help;
+  std::uint64_t MetricsSnapshot::*field;
+};
+#define DLOCK_WIDE_ENTRY(field, family, help) WideCounter{family, help, &MetricsSnapshot::field},
+constexpr WideCounter kWideCounters[] = {DLOCK_CLIENT_COUNTERS(DLOCK_WIDE_ENTRY)};
+#undef DLOCK_WIDE_ENTRY
 
 }  // namespace
 
@@ -99,21 +90,16 @@ std::string prometheus_text(const MetricsSnapshot& metrics) {
       // The buckets, not s.count, give the total: each field is read on its own, and a
       // sample recorded meanwhile must not make the +Inf bucket smaller than the last one.
       for (; next < LatencySummary::kBuckets; ++next) cumulative += s.buckets[next];
-      fmt::format_to(it, "{}_bucket{{name=\"{}\",le=\"+Inf\"}} {}\n", h.name, labels[i], cumulative);
+      fmt::format_to(it, "{}_bucket{{name=\"{}\",le=\"+Inf\"}} {}\n", h.name, labels[i],
+                     cumulative);
       fmt::format_to(it, "{}_sum{{name=\"{}\"}} {}\n", h.name, labels[i], double(s.sum_us) / 1e6);
       fmt::format_to(it, "{}_count{{name=\"{}\"}} {}\n", h.name, labels[i], cumulative);
     }
   }
-  // Client-wide counters that belong to no single lock name.
-  const std::array<std::pair<std::pair<std::string_view, std::string_view>, std::uint64_t>, 3> wide{{
-      {{"dlock_renewals_total", "Lease renewals confirmed by the backend."}, metrics.renewals},
-      {{"dlock_wakeups_total", "Waits ended early by a release notification."}, metrics.wakeups},
-      {{"dlock_subscriber_reconnects_total", "Reconnections of release-notification subscribers."},
-       metrics.subscriber_reconnects},
-  }};
-  for (const auto& [meta, value] : wide) {
-    family(out, meta.first, "counter", meta.second);
-    fmt::format_to(it, "{} {}\n", meta.first, value);
+  for (const WideCounter& c : kWideCounters) {
+    if (c.name.empty()) continue;
+    family(out, c.name, "counter", c.help);
+    fmt::format_to(it, "{} {}\n", c.name, metrics.*c.field);
   }
   return out;
 }

@@ -11,7 +11,8 @@ class ReleaseSignals::Watch final : public ReleaseWatch {
   bool wait_until(Clock::time_point until) override {
     std::unique_lock lock(owner_.mutex_);
     auto& signal = owner_.signals_[channel_];
-    const bool fired = owner_.changed_.wait_until(lock, until, [&] { return signal.generation != seen_; });
+    const bool fired =
+        owner_.changed_.wait_until(lock, until, [&] { return signal.generation != seen_; });
     seen_ = signal.generation;
     return fired;
   }

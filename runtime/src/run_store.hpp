@@ -31,7 +31,8 @@ class RunStore {
   /// `mine.owner` holds the lock and no record exists.
   virtual RunClaimReply claim_run(const Key& key, const RunRecord& mine, Millis keep) = 0;
   /// Sets the finish time and `outcome` of the record of `key` if it is `owner`'s.
-  virtual bool finish_run(const Key& key, std::string_view owner, std::string_view outcome) noexcept = 0;
+  virtual bool finish_run(const Key& key, std::string_view owner,
+                          std::string_view outcome) noexcept = 0;
   /// Run records whose key matches the glob `pattern`, in any order.
   virtual std::vector<RunRecord> list_runs(std::string_view pattern) = 0;
 };

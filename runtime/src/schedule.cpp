@@ -26,9 +26,11 @@ internal::RunStore& runs_of(const Client& client, const std::string& backend) {
   return internal::runs_of(client.core()->engine(backend));
 }
 
-Slot slot_at(const Client& client, std::chrono::milliseconds period, const std::string& backend, bool nearest) {
+Slot slot_at(const Client& client, std::chrono::milliseconds period, const std::string& backend,
+             bool nearest) {
   if (period.count() <= 0) {
-    throw std::invalid_argument(fmt::format("schedule period must be positive, got {}ms", period.count()));
+    throw std::invalid_argument(
+        fmt::format("schedule period must be positive, got {}ms", period.count()));
   }
   internal::RunStore& runs = runs_of(client, backend);
   const auto before = std::chrono::steady_clock::now();
@@ -48,13 +50,15 @@ Slot slot_at(const Client& client, std::chrono::milliseconds period, const std::
 
 }  // namespace
 
-Slot nearest_slot(const Client& client, std::chrono::milliseconds period, const std::string& backend) {
+Slot nearest_slot(const Client& client, std::chrono::milliseconds period,
+                  const std::string& backend) {
   return slot_at(client, period, backend, true);
 }
 Slot nearest_slot(std::chrono::milliseconds period, const std::string& backend) {
   return nearest_slot(client(), period, backend);
 }
-Slot current_slot(const Client& client, std::chrono::milliseconds period, const std::string& backend) {
+Slot current_slot(const Client& client, std::chrono::milliseconds period,
+                  const std::string& backend) {
   return slot_at(client, period, backend, false);
 }
 Slot current_slot(std::chrono::milliseconds period, const std::string& backend) {
@@ -115,8 +119,10 @@ bool RunClaim::finish(std::string_view outcome) noexcept {
     internal::RunStore& runs = internal::runs_of(state->core->engine(state->settings.backend));
     const bool done = runs.finish_run(state->key, state->owner, recorded);
     record_.outcome = recorded;
-    internal::log(done ? LogLevel::kInfo : LogLevel::kWarn, "event=run_finished name={} key={} token={} outcome={}{}",
-                  internal::name_field(record_.name), internal::printable(record_.key), record_.token, recorded,
+    internal::log(done ? LogLevel::kInfo : LogLevel::kWarn,
+                  "event=run_finished name={} key={} token={} outcome={}{}",
+                  internal::name_field(record_.name), internal::printable(record_.key),
+                  record_.token, recorded,
                   done ? "" : " detail=\"the run record could not be updated\"");
     return done;
   } catch (...) {
@@ -125,7 +131,9 @@ bool RunClaim::finish(std::string_view outcome) noexcept {
 }
 
 RunClaim claim_run(const LeaseView& lease, const RunOptions& options) {
-  if (!lease) throw std::logic_error("dlock::claim_run: no lease (call it inside a guarded function or pass one)");
+  if (!lease)
+    throw std::logic_error(
+        "dlock::claim_run: no lease (call it inside a guarded function or pass one)");
   const auto& state = lease.state();
   RunRecord mine;
   mine.key = state->key.str();
@@ -145,14 +153,16 @@ RunClaim claim_run(const LeaseView& lease, const RunOptions& options) {
                     internal::printable(options.label));
       break;
     case ClaimStatus::kAlreadyRan:
-      internal::log(LogLevel::kInfo, "event=run_skipped name={} key={} ran_by={}@{} pid={} token={} outcome={}",
+      internal::log(LogLevel::kInfo,
+                    "event=run_skipped name={} key={} ran_by={}@{} pid={} token={} outcome={}",
                     internal::name_field(state->name), internal::printable(mine.key),
                     internal::printable(reply.record.label), reply.record.host, reply.record.pid,
                     reply.record.token, reply.record.outcome);
       internal::bump(state->series->skipped);
       break;
     case ClaimStatus::kNotHeld:
-      internal::log(LogLevel::kWarn, "event=run_refused name={} key={} detail=\"the lease is no longer held\"",
+      internal::log(LogLevel::kWarn,
+                    "event=run_refused name={} key={} detail=\"the lease is no longer held\"",
                     internal::name_field(state->name), internal::printable(mine.key));
       break;
   }

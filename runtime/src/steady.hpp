@@ -14,7 +14,8 @@ template <typename Rep, typename Period>
                                                 std::chrono::duration<Rep, Period> d) noexcept {
   using std::chrono::duration_cast;
   constexpr auto kMax = Clock::duration::max();
-  if (d <= std::chrono::duration<Rep, Period>::zero()) return from + duration_cast<Clock::duration>(d);
+  if (d <= std::chrono::duration<Rep, Period>::zero())
+    return from + duration_cast<Clock::duration>(d);
   if (d >= duration_cast<std::chrono::duration<Rep, Period>>(kMax)) return Clock::time_point::max();
   const auto step = duration_cast<Clock::duration>(d);
   return from.time_since_epoch() > kMax - step ? Clock::time_point::max() : from + step;

@@ -103,7 +103,8 @@ void Watchdog::run_cleanup(Task& task, std::vector<Task>& again) {
   Cleanup& c = *task.cleanup;
   const auto outcome = c.backend->release(c.key, c.owner, Millis{0});
   if (outcome == ReleaseOutcome::kReleased) {
-    log(LogLevel::kInfo, "event=orphan_released key={} detail=\"granted after its request timed out\"",
+    log(LogLevel::kInfo,
+        "event=orphan_released key={} detail=\"granted after its request timed out\"",
         printable(c.key.str()));
     return;
   }
@@ -150,7 +151,8 @@ void Watchdog::renew_batch(Backend& backend, const std::vector<std::shared_ptr<L
   items.reserve(leases.size());
   const auto sent = Clock::now();
   for (const auto& lease : leases) {
-    const auto ttl = std::min<Clock::duration>(lease->settings.lease, lease->hold_deadline() - sent);
+    const auto ttl =
+        std::min<Clock::duration>(lease->settings.lease, lease->hold_deadline() - sent);
     items.push_back(RenewItem{&lease->key, lease->owner, to_millis_ceil(ttl)});
   }
   backend.renew(items);
@@ -188,9 +190,11 @@ void Watchdog::renewed(const std::shared_ptr<LeaseState>& lease, const RenewItem
       log(LogLevel::kWarn, "event=renewal_failed name={} key={} token={} retry_ms={} valid_ms={}",
           name_field(lease->name), printable(lease->key.str()), lease->token,
           std::chrono::duration_cast<Millis>(retry).count(),
-          std::max<std::int64_t>(0, std::chrono::duration_cast<Millis>(lease->valid_until() - Clock::now()).count()));
+          std::max<std::int64_t>(
+              0, std::chrono::duration_cast<Millis>(lease->valid_until() - Clock::now()).count()));
       // Retry soon, but come back no later than the end of validity to declare expiry.
-      again.push_back(Task{std::min(later(Clock::now(), retry), lease->valid_until()), lease, nullptr});
+      again.push_back(
+          Task{std::min(later(Clock::now(), retry), lease->valid_until()), lease, nullptr});
       break;
     }
   }

@@ -7,10 +7,13 @@
 // 10 unexpected error.
 #include <dlock/admin.hpp>
 #include <dlock/client.hpp>
+#include <dlock/common/text.hpp>
 #include <dlock/config.hpp>
 #include <dlock/errors.hpp>
 #include <dlock/log.hpp>
 #include <fmt/format.h>
+
+#include "output.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -25,6 +28,8 @@
 
 namespace {
 
+using namespace dlockctl;  // the text and JSON output (output.hpp)
+
 enum Exit : int {
   kOk = 0,
   kNotFound = 1,
@@ -35,7 +40,8 @@ enum Exit : int {
   kInternal = 10,
 };
 
-constexpr std::string_view kUsageText = R"(usage: dlockctl [--config FILE] [--backend NAME] [--json] COMMAND [ARGS]
+constexpr std::string_view kUsageText =
+    R"(usage: dlockctl [--config FILE] [--backend NAME] [--json] COMMAND [ARGS]
 
 Commands:
   check-config            validate the configuration (exit 0, or 3 with file:line:col)
@@ -109,144 +115,14 @@ Options parse_args(int argc, char** argv) {
       const std::string text = value("--limit");
       char* end = nullptr;
       const long n = std::strtol(text.c_str(), &end, 10);
-      if (text.empty() || *end != '\0' || n <= 0) throw UsageError("--limit needs a positive number");
+      if (text.empty() || *end != '\0' || n <= 0)
+        throw UsageError("--limit needs a positive number");
       o.limit = static_cast<std::size_t>(n);
     } else {
       throw UsageError(fmt::format("unknown option '{}'", arg));
     }
   }
   return o;
-}
-
-// ---- text and JSON output -------------------------------------------------------------
-
-// Keys may hold any bytes: printable ASCII as is, everything else as \xNN.
-std::string printable(std::string_view bytes) {
-  std::string out;
-  for (char ch : bytes) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c >= 0x7f || c == '\\') {
-      out += c == '\\' ? std::string("\\\\") : fmt::format("\\x{:02x}", c);
-    } else {
-      out += ch;
-    }
-  }
-  return out;
-}
-
-// A JSON string of raw bytes: printable ASCII as is (with " and \ escaped); every other
-// byte b as \u00XX, i.e. each byte becomes the code point of the same value (decode with
-// .encode('latin-1') to get the bytes back).
-std::string json_string(std::string_view bytes) {
-  std::string out = "\"";
-  for (char ch : bytes) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '"') out += "\\\"";
-    else if (c == '\\') out += "\\\\";
-    else if (c < 0x20 || c >= 0x7f) out += fmt::format("\\u{:04x}", c);
-    else out += ch;
-  }
-  return out + "\"";
-}
-
-std::string iso_time(std::int64_t ms) {
-  if (ms <= 0) return "-";
-  const std::time_t seconds = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  gmtime_r(&seconds, &tm);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%S", &tm);
-  return fmt::format("{}.{:03d}Z", buffer, static_cast<int>(ms % 1000));
-}
-
-std::string duration_text(std::chrono::milliseconds d) {
-  if (d.count() < 0) return "none";
-  if (d.count() < 1000) return fmt::format("{}ms", d.count());
-  return fmt::format("{:.1f}s", static_cast<double>(d.count()) / 1000.0);
-}
-
-std::string json_lock(const dlock::LockInfo& l) {
-  std::string out = fmt::format(
-      "{{\"key\":{},\"owner\":{},\"host\":{},\"pid\":{},\"thread\":{},\"name\":{},\"token\":{},"
-      "\"acquired_at_ms\":{},\"acquired_at\":{},\"lease_ms\":{},\"ttl_ms\":{},\"min_hold\":{},\"instances\":[",
-      json_string(l.key), json_string(l.owner), json_string(l.host), l.pid, l.thread, json_string(l.name),
-      l.token, l.acquired_at_ms, json_string(iso_time(l.acquired_at_ms)), l.lease.count(), l.ttl.count(),
-      l.min_hold ? "true" : "false");
-  for (std::size_t i = 0; i < l.instances.size(); ++i) {
-    const auto& n = l.instances[i];
-    out += fmt::format("{}{{\"endpoint\":{},\"answered\":{},\"held\":{},\"owner\":{},\"token\":{},\"ttl_ms\":{},\"error\":{}}}",
-                       i == 0 ? "" : ",", json_string(n.endpoint), n.answered ? "true" : "false",
-                       n.held ? "true" : "false", json_string(n.owner), n.token, n.ttl.count(),
-                       json_string(n.error));
-  }
-  return out + "]}";
-}
-
-std::string json_audit(const dlock::AuditEntry& e) {
-  return fmt::format(
-      "{{\"id\":{},\"at_ms\":{},\"at\":{},\"user\":{},\"host\":{},\"pid\":{},\"note\":{},\"key\":{},"
-      "\"owner\":{},\"token\":{},\"owner_host\":{},\"owner_pid\":{},\"owner_name\":{}}}",
-      json_string(e.id), e.at_ms, json_string(iso_time(e.at_ms)), json_string(e.user), json_string(e.host), e.pid,
-      json_string(e.note), json_string(e.key), json_string(e.owner), e.token, json_string(e.owner_host),
-      e.owner_pid, json_string(e.owner_name));
-}
-
-std::string json_run(const dlock::RunRecord& r, bool abandoned) {
-  return fmt::format(
-      "{{\"key\":{},\"name\":{},\"label\":{},\"owner\":{},\"token\":{},\"host\":{},\"pid\":{},"
-      "\"started_at_ms\":{},\"started_at\":{},\"finished_at_ms\":{},\"outcome\":{},\"abandoned\":{},"
-      "\"ttl_ms\":{}}}",
-      json_string(r.key), json_string(r.name), json_string(r.label), json_string(r.owner), r.token,
-      json_string(r.host), r.pid, r.started_at_ms, json_string(iso_time(r.started_at_ms)), r.finished_at_ms,
-      json_string(r.outcome), abandoned ? "true" : "false", r.ttl.count());
-}
-
-std::string header(const dlock::Config& config, const std::string& backend) {
-  return fmt::format("\"service\":{},\"backend\":{}", json_string(config.service), json_string(backend));
-}
-
-// An aligned table: every column as wide as its widest cell.
-void print_table(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<std::size_t> width;
-  for (const auto& row : rows) {
-    width.resize(std::max(width.size(), row.size()));
-    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
-  }
-  for (const auto& row : rows) {
-    std::string line;
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      line += row[c];
-      if (c + 1 < row.size()) line += std::string(width[c] - row[c].size() + 2, ' ');
-    }
-    std::puts(line.c_str());
-  }
-}
-
-void print_lock_detail(const dlock::LockInfo& l) {
-  std::vector<std::vector<std::string>> rows = {
-      {"key:", printable(l.key)},
-      {"owner:", l.owner},
-      {"host:", printable(l.host)},
-      {"pid:", std::to_string(l.pid)},
-      {"thread:", std::to_string(l.thread)},
-      {"name:", printable(l.name)},
-      {"token:", std::to_string(l.token)},
-      {"acquired at:", iso_time(l.acquired_at_ms) + " (server clock)"},
-      {"lease:", duration_text(l.lease)},
-      {"ttl:", duration_text(l.ttl)},
-      {"min_hold:", l.min_hold ? "released by its owner, kept until min_hold ends" : "no"},
-  };
-  print_table(rows);
-  if (!l.instances.empty()) {
-    std::puts("instances:");
-    std::vector<std::vector<std::string>> inst = {{"  ENDPOINT", "STATE", "OWNER", "TOKEN", "TTL"}};
-    for (const auto& n : l.instances) {
-      inst.push_back({"  " + n.endpoint, !n.answered ? "unreachable" : n.held ? "held" : "free",
-                      n.held ? n.owner : "-", n.held ? std::to_string(n.token) : "-",
-                      n.held ? duration_text(n.ttl) : "-"});
-    }
-    print_table(inst);
-  }
 }
 
 // ---- commands -------------------------------------------------------------------------
@@ -260,8 +136,7 @@ dlock::Config load(const Options& o) {
 }
 
 std::string endpoint_text(const dlock::Endpoint& e) {
-  return e.host.find(':') != std::string::npos ? fmt::format("[{}]:{}", e.host, e.port)
-                                               : fmt::format("{}:{}", e.host, e.port);
+  return dlock::common::endpoint_text(e.host, e.port);
 }
 
 int check_config(const Options& o, const dlock::Config& config) {
@@ -272,21 +147,44 @@ int check_config(const Options& o, const dlock::Config& config) {
     std::string backends;
     for (const auto& [name, b] : config.backends) {
       std::string endpoints;
-      for (const auto& e : b.endpoints) endpoints += (endpoints.empty() ? "" : ",") + json_string(endpoint_text(e));
-      backends += fmt::format("{}{{\"name\":{},\"topology\":\"{}\",\"endpoints\":[{}]}}", backends.empty() ? "" : ",",
-                              json_string(name), dlock::to_string(b.topology), endpoints);
+      for (const auto& e : b.endpoints)
+        endpoints += (endpoints.empty() ? "" : ",") + json_string(endpoint_text(e));
+      backends += fmt::format("{}{{\"name\":{},\"topology\":\"{}\",\"endpoints\":[{}]}}",
+                              backends.empty() ? "" : ",", json_string(name),
+                              dlock::to_string(b.topology), endpoints);
     }
     std::puts(fmt::format("{{\"ok\":true,\"source\":{},\"service\":{},\"backends\":[{}]}}",
                           json_string(config.source), json_string(config.service), backends)
                   .c_str());
     return kOk;
   }
-  std::puts(fmt::format("{}: ok (service \"{}\")", config.source, printable(config.service)).c_str());
+  std::puts(
+      fmt::format("{}: ok (service \"{}\")", config.source, printable(config.service)).c_str());
   for (const auto& [name, b] : config.backends) {
     std::string endpoints;
-    for (const auto& e : b.endpoints) endpoints += (endpoints.empty() ? "" : " ") + endpoint_text(e);
-    std::puts(fmt::format("  backend {}: {} {}", name, dlock::to_string(b.topology), endpoints).c_str());
+    for (const auto& e : b.endpoints)
+      endpoints += (endpoints.empty() ? "" : " ") + endpoint_text(e);
+    std::puts(
+        fmt::format("  backend {}: {} {}", name, dlock::to_string(b.topology), endpoints).c_str());
   }
+  return kOk;
+}
+
+// A listing as one JSON document: {header, "pattern": ..., "<field>": [items]}.
+int print_json_listing(const dlock::Config& config, const Options& o, const std::string& pattern,
+                       std::string_view field, const std::string& items) {
+  std::puts(fmt::format("{{{},\"pattern\":{},\"{}\":[{}]}}", header(config, o.backend),
+                        json_string(pattern), field, items)
+                .c_str());
+  return kOk;
+}
+
+// An empty listing, said in words: "no <what> matching ...".
+int print_none_matching(const dlock::Config& config, const Options& o, const std::string& pattern,
+                        std::string_view what) {
+  std::puts(fmt::format("no {} matching '{}' (service \"{}\", backend {})", what,
+                        printable(pattern), printable(config.service), o.backend)
+                .c_str());
   return kOk;
 }
 
@@ -297,17 +195,11 @@ int list(const Options& o, const dlock::Config& config, const dlock::Admin& admi
   if (o.json) {
     std::string items;
     for (const auto& l : locks) items += (items.empty() ? "" : ",") + json_lock(l);
-    std::puts(fmt::format("{{{},\"pattern\":{},\"locks\":[{}]}}", header(config, o.backend), json_string(pattern), items)
-                  .c_str());
-    return kOk;
+    return print_json_listing(config, o, pattern, "locks", items);
   }
-  if (locks.empty()) {
-    std::puts(fmt::format("no locks held matching '{}' (service \"{}\", backend {})", printable(pattern),
-                          printable(config.service), o.backend)
-                  .c_str());
-    return kOk;
-  }
-  std::vector<std::vector<std::string>> rows = {{"KEY", "OWNER", "HOST", "PID", "NAME", "TOKEN", "TTL"}};
+  if (locks.empty()) return print_none_matching(config, o, pattern, "locks held");
+  std::vector<std::vector<std::string>> rows = {
+      {"KEY", "OWNER", "HOST", "PID", "NAME", "TOKEN", "TTL"}};
   for (const auto& l : locks) {
     rows.push_back({printable(l.key), l.owner, printable(l.host), std::to_string(l.pid),
                     l.name.empty() ? "-" : printable(l.name), std::to_string(l.token),
@@ -322,15 +214,15 @@ int inspect(const Options& o, const dlock::Config& config, const dlock::Admin& a
   const std::string& key = o.positional[1];
   const auto lock = admin.inspect(key, o.backend);
   if (o.json) {
-    std::puts(fmt::format("{{{},\"key\":{},\"lock\":{}}}", header(config, o.backend), json_string(key),
-                          lock ? json_lock(*lock) : "null")
+    std::puts(fmt::format("{{{},\"key\":{},\"lock\":{}}}", header(config, o.backend),
+                          json_string(key), lock ? json_lock(*lock) : "null")
                   .c_str());
   } else if (lock) {
     print_lock_detail(*lock);
   }
   if (!lock) {
-    std::fputs(fmt::format("dlockctl: no lock held on '{}' (service \"{}\", backend {})\n", printable(key),
-                           printable(config.service), o.backend)
+    std::fputs(fmt::format("dlockctl: no lock held on '{}' (service \"{}\", backend {})\n",
+                           printable(key), printable(config.service), o.backend)
                    .c_str(),
                stderr);
     return kNotFound;
@@ -341,22 +233,28 @@ int inspect(const Options& o, const dlock::Config& config, const dlock::Admin& a
 int release(const Options& o, const dlock::Config& config, const dlock::Admin& admin) {
   if (o.positional.size() != 2) throw UsageError("release needs exactly one KEY");
   if (!o.force) {
-    throw UsageError("release deletes a lock that someone else holds: add --force to do it (it is recorded)");
+    throw UsageError(
+        "release deletes a lock that someone else holds: add --force to do it (it is recorded)");
   }
   const std::string& key = o.positional[1];
   const auto removed = admin.force_release(key, o.note.value_or(""), o.backend);
   if (o.json) {
-    std::puts(fmt::format("{{{},\"key\":{},\"released\":{},\"lock\":{}}}", header(config, o.backend),
-                          json_string(key), removed ? "true" : "false", removed ? json_lock(*removed) : "null")
+    std::puts(fmt::format("{{{},\"key\":{},\"released\":{},\"lock\":{}}}",
+                          header(config, o.backend), json_string(key), removed ? "true" : "false",
+                          removed ? json_lock(*removed) : "null")
                   .c_str());
   } else if (removed) {
-    std::puts(fmt::format("released '{}': owner {} (host {}, pid {}, name {}), token {}; recorded in history",
-                          printable(key), removed->owner, printable(removed->host), removed->pid,
-                          removed->name.empty() ? "-" : printable(removed->name), removed->token)
-                  .c_str());
+    std::puts(
+        fmt::format(
+            "released '{}': owner {} (host {}, pid {}, name {}), token {}; recorded in history",
+            printable(key), removed->owner, printable(removed->host), removed->pid,
+            removed->name.empty() ? "-" : printable(removed->name), removed->token)
+            .c_str());
   }
   if (!removed) {
-    std::fputs(fmt::format("dlockctl: nothing to release: no lock held on '{}'\n", printable(key)).c_str(), stderr);
+    std::fputs(
+        fmt::format("dlockctl: nothing to release: no lock held on '{}'\n", printable(key)).c_str(),
+        stderr);
     return kNotFound;
   }
   return kOk;
@@ -375,11 +273,14 @@ int history(const Options& o, const dlock::Config& config, const dlock::Admin& a
     std::puts("no forced releases recorded");
     return kOk;
   }
-  std::vector<std::vector<std::string>> rows = {{"AT", "BY", "KEY", "OWNER", "HOLDER", "TOKEN", "NOTE"}};
+  std::vector<std::vector<std::string>> rows = {
+      {"AT", "BY", "KEY", "OWNER", "HOLDER", "TOKEN", "NOTE"}};
   for (const auto& e : entries) {
-    rows.push_back({iso_time(e.at_ms), fmt::format("{}@{}:{}", e.user, printable(e.host), e.pid), printable(e.key),
-                    e.owner, fmt::format("{}:{} {}", printable(e.owner_host), e.owner_pid, printable(e.owner_name)),
-                    std::to_string(e.token), e.note.empty() ? "-" : printable(e.note)});
+    rows.push_back(
+        {iso_time(e.at_ms), fmt::format("{}@{}:{}", e.user, printable(e.host), e.pid),
+         printable(e.key), e.owner,
+         fmt::format("{}:{} {}", printable(e.owner_host), e.owner_pid, printable(e.owner_name)),
+         std::to_string(e.token), e.note.empty() ? "-" : printable(e.note)});
   }
   print_table(rows);
   return kOk;
@@ -397,28 +298,26 @@ int runs(const Options& o, const dlock::Config& config, const dlock::Admin& admi
   if (o.positional.size() > 2) throw UsageError("runs takes at most one PATTERN");
   const std::string pattern = o.positional.size() == 2 ? o.positional[1] : "*";
   auto records = admin.runs(pattern, o.backend);
-  std::stable_sort(records.begin(), records.end(), [](const dlock::RunRecord& a, const dlock::RunRecord& b) {
-    return a.started_at_ms < b.started_at_ms;
-  });
-  if (records.size() > o.limit) records.erase(records.begin(), records.end() - static_cast<std::ptrdiff_t>(o.limit));
+  std::stable_sort(records.begin(), records.end(),
+                   [](const dlock::RunRecord& a, const dlock::RunRecord& b) {
+                     return a.started_at_ms < b.started_at_ms;
+                   });
+  if (records.size() > o.limit)
+    records.erase(records.begin(), records.end() - static_cast<std::ptrdiff_t>(o.limit));
   if (o.json) {
     std::string items;
-    for (const auto& r : records) items += (items.empty() ? "" : ",") + json_run(r, abandoned(r, admin, o.backend));
-    std::puts(fmt::format("{{{},\"pattern\":{},\"runs\":[{}]}}", header(config, o.backend), json_string(pattern), items)
-                  .c_str());
-    return kOk;
+    for (const auto& r : records)
+      items += (items.empty() ? "" : ",") + json_run(r, abandoned(r, admin, o.backend));
+    return print_json_listing(config, o, pattern, "runs", items);
   }
-  if (records.empty()) {
-    std::puts(fmt::format("no runs recorded matching '{}' (service \"{}\", backend {})", printable(pattern),
-                          printable(config.service), o.backend)
-                  .c_str());
-    return kOk;
-  }
-  std::vector<std::vector<std::string>> rows = {{"KEY", "LABEL", "HOST", "PID", "TOKEN", "STARTED", "TOOK", "OUTCOME"}};
+  if (records.empty()) return print_none_matching(config, o, pattern, "runs recorded");
+  std::vector<std::vector<std::string>> rows = {
+      {"KEY", "LABEL", "HOST", "PID", "TOKEN", "STARTED", "TOOK", "OUTCOME"}};
   for (const auto& r : records) {
-    const std::string took = r.finished_at_ms >= r.started_at_ms && r.finished_at_ms > 0
-                                 ? duration_text(std::chrono::milliseconds(r.finished_at_ms - r.started_at_ms))
-                                 : "-";
+    const std::string took =
+        r.finished_at_ms >= r.started_at_ms && r.finished_at_ms > 0
+            ? duration_text(std::chrono::milliseconds(r.finished_at_ms - r.started_at_ms))
+            : "-";
     rows.push_back({printable(r.key), r.label.empty() ? "-" : printable(r.label), printable(r.host),
                     std::to_string(r.pid), std::to_string(r.token), iso_time(r.started_at_ms), took,
                     abandoned(r, admin, o.backend) ? "abandoned" : printable(r.outcome)});
@@ -448,8 +347,8 @@ int run(int argc, char** argv) {
     return kUsage;
   }
   const std::string& command = o.positional[0];
-  if (command != "check-config" && command != "list" && command != "inspect" && command != "release" &&
-      command != "history" && command != "runs") {
+  if (command != "check-config" && command != "list" && command != "inspect" &&
+      command != "release" && command != "history" && command != "runs") {
     return fail(kUsage, fmt::format("unknown command '{}' (try --help)", command));
   }
   // The runtime logs to stderr; warnings (a forced release) and errors only.

@@ -5,7 +5,8 @@
 //
 // becomes, at the top of the body (the generator writes this; users rarely do):
 //
-//   static const ::dlock::GuardSite dlock_site{"shop::place_order", "", {...}, false, __FILE__, __LINE__};
+//   static const ::dlock::GuardSite dlock_site{"shop::place_order", "", {...}, false, __FILE__,
+//   __LINE__};
 //   ::dlock::Guard dlock_guard(dlock_site, ::fmt::format("order:{}", id));
 //   if (!dlock_guard.entered()) return ...;   // only where on_busy=skip is allowed
 //

@@ -78,7 +78,9 @@ class LeaseView {
   void on_lost(std::function<void(const LeaseView&)> callback) const;
 
   /// For the runtime.
-  [[nodiscard]] const std::shared_ptr<internal::LeaseState>& state() const noexcept { return state_; }
+  [[nodiscard]] const std::shared_ptr<internal::LeaseState>& state() const noexcept {
+    return state_;
+  }
 
  private:
   std::shared_ptr<internal::LeaseState> state_;

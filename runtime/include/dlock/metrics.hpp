@@ -3,8 +3,9 @@
 //   dlock::MetricsSnapshot m = dlock::client().metrics();
 //   fmt::print("acquired {} times, lost {}, renewal lag p99 {}us\n",
 //              m.acquisitions, m.losses, m.renewal_lag.percentile_us(0.99));
-//   for (const dlock::LockMetrics& lock : m.by_name) fmt::print("{}: {}\n", lock.name, lock.skipped);
-//   std::string scrape = dlock::prometheus_text(dlock::client());  // text format 0.0.4
+//   for (const dlock::LockMetrics& lock : m.by_name) fmt::print("{}: {}\n", lock.name,
+//   lock.skipped); std::string scrape = dlock::prometheus_text(dlock::client());  // text format
+//   0.0.4
 #pragma once
 
 #include <array>
@@ -30,44 +31,80 @@ struct LatencySummary {
   [[nodiscard]] double mean_us() const { return count ? double(sum_us) / double(count) : 0.0; }
 };
 
+// The counters, listed once: LockMetrics and MetricsSnapshot below, the runtime's live
+// counters behind them and prometheus_text() are all made from these lists. Each entry is
+// X(field, Prometheus family, what it counts); client-wide entries with an empty family are
+// not exported to Prometheus.
+
+/// Per lock name, counters (Prometheus: `family{name="..."}`).
+#define DLOCK_LOCK_COUNTERS(X)                                                                    \
+  X(acquisitions, "dlock_acquisitions_total",                                                     \
+    "Locks granted by the backend (reentrant entries excluded).")                                 \
+  X(releases, "dlock_releases_total", "Final releases that found the lease still held.")          \
+  X(busy, "dlock_busy_total", "Acquire calls that gave up because another owner held the lock.")  \
+  X(contention, "dlock_contention_total", "Busy answers from the backend, retries included.")     \
+  X(unavailable, "dlock_unavailable_total",                                                       \
+    "Acquire calls that failed because the backend was unreachable.")                             \
+  X(losses, "dlock_lost_leases_total",                                                            \
+    "Leases found lost: taken, expired, gone or past max_hold.")                                  \
+  X(renewal_failures, "dlock_renewal_failures_total", "Renewals that did not reach the backend.") \
+  /* also the runs claim_run found already recorded */                                            \
+  X(skipped, "dlock_skipped_runs_total",                                                          \
+    "Guarded calls skipped because the lock was busy (on_busy=skip).")
+
+/// Per lock name, latency distributions (Prometheus histograms in seconds).
+#define DLOCK_LOCK_LATENCIES(X)                                                                   \
+  X(acquire_latency, "dlock_acquire_latency_seconds", "Whole acquire calls, waiting included.")   \
+  X(wait_time, "dlock_wait_seconds",                                                              \
+    "Acquire calls that met a busy lock: time until granted or given up.")                        \
+  X(hold_time, "dlock_hold_seconds", "From the granting request to the final release.")           \
+  X(renewal_lag, "dlock_renewal_lag_seconds", "How late renewals started against their schedule.")
+
+/// Client-wide counters.
+#define DLOCK_CLIENT_COUNTERS(X)                                                                  \
+  X(acquisitions, "", "Grants from the backend (not reentrant entries).")                         \
+  X(reentrant_acquisitions, "", "Reentrant entries of a lock the thread already held.")           \
+  X(acquire_busy, "", "Acquire calls that gave up: lock held elsewhere.")                         \
+  X(acquire_unavailable, "", "Acquire calls that failed: backend unreachable.")                   \
+  X(waits, "", "Acquire calls that had to wait at least once.")                                   \
+  X(contention, "", "Busy answers seen, including retries.")                                      \
+  X(wakeups, "dlock_wakeups_total", "Waits ended early by a release notification.")               \
+  X(renewals, "dlock_renewals_total", "Lease renewals confirmed by the backend.")                 \
+  X(renewal_failures, "", "Renewals that did not reach the backend.")                             \
+  X(losses, "", "Leases found lost (taken, expired, gone).")                                      \
+  X(releases, "", "Final releases.")                                                              \
+  X(release_failures, "", "Releases that found the lease already lost.")                          \
+  X(min_hold_kept, "", "Releases that left the key to expire at min_hold.")                       \
+  X(subscriber_reconnects, "dlock_subscriber_reconnects_total",                                   \
+    "Reconnections of release-notification subscribers.")
+
+/// Client-wide latency distributions (not exported to Prometheus).
+#define DLOCK_CLIENT_LATENCIES(X)                                                                 \
+  X(acquire_latency, "", "Whole acquire calls, waiting included.")                                \
+  X(renewal_lag, "", "How late renewals started against their schedule.")
+
+#define DLOCK_METRICS_COUNTER_FIELD(field, family, help) std::uint64_t field = 0;
+#define DLOCK_METRICS_LATENCY_FIELD(field, family, help) LatencySummary field;
+
 /// What one lock name (the `name` given to acquire, the guard name for woven guards,
-/// "(unnamed)" for none) has done since its client started.
+/// "(unnamed)" for none) has done since its client started: DLOCK_LOCK_COUNTERS and
+/// DLOCK_LOCK_LATENCIES.
 struct LockMetrics {
   std::string name;
-  std::uint64_t acquisitions = 0;      ///< grants from the backend (not reentrant entries)
-  std::uint64_t releases = 0;          ///< final releases that found the lease still held
-  std::uint64_t busy = 0;              ///< acquire calls that gave up: lock held elsewhere
-  std::uint64_t contention = 0;        ///< busy answers seen, including retries
-  std::uint64_t unavailable = 0;       ///< acquire calls that failed: backend unreachable
-  std::uint64_t losses = 0;            ///< leases found lost (taken, expired, gone, max_hold)
-  std::uint64_t renewal_failures = 0;  ///< renewals that did not reach the backend
-  std::uint64_t skipped = 0;           ///< guarded calls skipped with on_busy=skip, and runs claim_run found already recorded
-  LatencySummary acquire_latency;      ///< whole acquire call, waiting included
-  LatencySummary wait_time;            ///< acquire calls that met a busy lock: time until done
-  LatencySummary hold_time;            ///< grant request sent to final release
-  LatencySummary renewal_lag;          ///< how late renewals started against schedule
+  DLOCK_LOCK_COUNTERS(DLOCK_METRICS_COUNTER_FIELD)
+  DLOCK_LOCK_LATENCIES(DLOCK_METRICS_LATENCY_FIELD)
 };
 
-/// A consistent-enough copy of the counters (each field is read atomically).
+/// A consistent-enough copy of the counters (each field is read atomically):
+/// DLOCK_CLIENT_COUNTERS and DLOCK_CLIENT_LATENCIES, then the series of each lock name.
 struct MetricsSnapshot {
-  std::uint64_t acquisitions = 0;         ///< grants from the backend (not reentrant entries)
-  std::uint64_t reentrant_acquisitions = 0;
-  std::uint64_t acquire_busy = 0;         ///< acquire calls that gave up: lock held elsewhere
-  std::uint64_t acquire_unavailable = 0;  ///< acquire calls that failed: backend unreachable
-  std::uint64_t waits = 0;                ///< acquire calls that had to wait at least once
-  std::uint64_t contention = 0;           ///< busy answers seen, including retries
-  std::uint64_t wakeups = 0;              ///< release notifications that woke a waiter
-  std::uint64_t renewals = 0;
-  std::uint64_t renewal_failures = 0;     ///< renewals that did not reach the backend
-  std::uint64_t losses = 0;               ///< leases found lost (taken, expired, gone)
-  std::uint64_t releases = 0;
-  std::uint64_t release_failures = 0;     ///< releases that found the lease already lost
-  std::uint64_t min_hold_kept = 0;        ///< releases that left the key to expire at min_hold
-  std::uint64_t subscriber_reconnects = 0;
-  LatencySummary acquire_latency;         ///< whole acquire call, waiting included
-  LatencySummary renewal_lag;             ///< how late renewals started against schedule
-  std::vector<LockMetrics> by_name;       ///< per lock name, sorted by name
+  DLOCK_CLIENT_COUNTERS(DLOCK_METRICS_COUNTER_FIELD)
+  DLOCK_CLIENT_LATENCIES(DLOCK_METRICS_LATENCY_FIELD)
+  std::vector<LockMetrics> by_name;  ///< per lock name, sorted by name
 };
+
+#undef DLOCK_METRICS_COUNTER_FIELD
+#undef DLOCK_METRICS_LATENCY_FIELD
 
 /// The snapshot in the Prometheus text exposition format 0.0.4: per-name counters
 /// (`dlock_acquisitions_total{name="..."}`, ...) and histograms in seconds.

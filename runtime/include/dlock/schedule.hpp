@@ -46,19 +46,22 @@ struct Slot {
 /// Throws BackendUnavailable (within the backend's timeouts) and std::invalid_argument for
 /// a period that is not positive (and NotSupported for a backend whose topology keeps no
 /// run records; every topology of this release keeps them).
-[[nodiscard]] Slot nearest_slot(std::chrono::milliseconds period, const std::string& backend = "default");
+[[nodiscard]] Slot nearest_slot(std::chrono::milliseconds period,
+                                const std::string& backend = "default");
 [[nodiscard]] Slot nearest_slot(const Client& client, std::chrono::milliseconds period,
                                 const std::string& backend = "default");
 
 /// The slot in progress on the lock server's clock now (the one whose start is at or
 /// before it).
-[[nodiscard]] Slot current_slot(std::chrono::milliseconds period, const std::string& backend = "default");
+[[nodiscard]] Slot current_slot(std::chrono::milliseconds period,
+                                const std::string& backend = "default");
 [[nodiscard]] Slot current_slot(const Client& client, std::chrono::milliseconds period,
                                 const std::string& backend = "default");
 
 /// The lock server's clock now, in ms since the Unix epoch (Redis TIME; the memory
 /// backend: this host's clock).
-[[nodiscard]] std::int64_t server_time_ms(const Client& client, const std::string& backend = "default");
+[[nodiscard]] std::int64_t server_time_ms(const Client& client,
+                                          const std::string& backend = "default");
 
 /// A recorded run, as stored next to the lock (`dlock:{<service>:<key>}:run`).
 struct RunRecord {

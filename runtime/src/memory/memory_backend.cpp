@@ -119,7 +119,8 @@ class MemoryStore {
       record.owner_host = removed->host;
       record.owner_pid = removed->pid;
       record.owner_name = removed->name;
-      log(LogLevel::kWarn, "forced release: backend={} key={} owner={} token={} by {}@{} pid {} note=\"{}\"",
+      log(LogLevel::kWarn,
+          "forced release: backend={} key={} owner={} token={} by {}@{} pid {} note=\"{}\"",
           backend, printable(key), record.owner, record.token, record.user, record.host, record.pid,
           printable(record.note));
       audit_.insert(audit_.begin(), std::move(record));
@@ -131,7 +132,8 @@ class MemoryStore {
 
   std::vector<AuditEntry> history(std::size_t limit) {
     std::lock_guard lock(mutex_);
-    return {audit_.begin(), audit_.begin() + static_cast<std::ptrdiff_t>(std::min(limit, audit_.size()))};
+    return {audit_.begin(),
+            audit_.begin() + static_cast<std::ptrdiff_t>(std::min(limit, audit_.size()))};
   }
 
   RunClaimReply claim_run(const std::string& key, const RunRecord& mine, Millis keep) {
@@ -139,7 +141,8 @@ class MemoryStore {
     const auto now = Clock::now();
     prune_if_grown(now);
     const Entry* entry = live(key, now);
-    if (entry == nullptr || entry->owner != mine.owner || entry->released) return {ClaimStatus::kNotHeld, {}};
+    if (entry == nullptr || entry->owner != mine.owner || entry->released)
+      return {ClaimStatus::kNotHeld, {}};
     if (const Run* run = live_run(key, now)) {
       RunClaimReply earlier{ClaimStatus::kAlreadyRan, run->record};
       earlier.record.ttl = std::chrono::ceil<Millis>(run->expires_at - now);
@@ -184,13 +187,7 @@ class MemoryStore {
   };
 
   Run* live_run(const std::string& key, Clock::time_point now) {
-    auto it = runs_.find(key);
-    if (it == runs_.end()) return nullptr;
-    if (it->second.expires_at <= now) {
-      runs_.erase(it);
-      return nullptr;
-    }
-    return &it->second;
+    return unexpired(runs_, key, now);
   }
 
   struct Entry {
@@ -206,7 +203,8 @@ class MemoryStore {
 
  public:
   static std::int64_t wall_ms() {
-    return std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
+    return std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
   }
 
  private:
@@ -227,11 +225,16 @@ class MemoryStore {
     return info;
   }
 
-  Entry* live(const std::string& key, Clock::time_point now) {
-    auto it = locks_.find(key);
-    if (it == locks_.end()) return nullptr;
+  Entry* live(const std::string& key, Clock::time_point now) { return unexpired(locks_, key, now); }
+
+  // The value under `key` unless it has expired (then it is dropped, as Redis would).
+  template <typename Map>
+  static typename Map::mapped_type* unexpired(Map& map, const std::string& key,
+                                              Clock::time_point now) {
+    auto it = map.find(key);
+    if (it == map.end()) return nullptr;
     if (it->second.expires_at <= now) {
-      locks_.erase(it);
+      map.erase(it);
       return nullptr;
     }
     return &it->second;
@@ -277,7 +280,8 @@ class MemoryBackend final : public Backend, public RunStore, public AdminBackend
 
   GrantReply acquire(const GrantRequest& request) override { return store_->acquire(request); }
   void renew(std::vector<RenewItem>& items) override { store_->renew(items); }
-  ReleaseOutcome release(const Key& key, std::string_view owner, Millis keep_for) noexcept override {
+  ReleaseOutcome release(const Key& key, std::string_view owner,
+                         Millis keep_for) noexcept override {
     try {
       return store_->release(key, owner, keep_for);
     } catch (...) {
@@ -300,7 +304,8 @@ class MemoryBackend final : public Backend, public RunStore, public AdminBackend
   RunClaimReply claim_run(const Key& key, const RunRecord& mine, Millis keep) override {
     return store_->claim_run(key.str(), mine, keep);
   }
-  bool finish_run(const Key& key, std::string_view owner, std::string_view outcome) noexcept override {
+  bool finish_run(const Key& key, std::string_view owner,
+                  std::string_view outcome) noexcept override {
     try {
       return store_->finish_run(key.str(), owner, outcome);
     } catch (...) {

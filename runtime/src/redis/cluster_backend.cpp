@@ -64,7 +64,8 @@ std::shared_ptr<SlotMap> parse_slots(const Reply& reply, const Endpoint& asked) 
     for (std::size_t n = 3; n < range.size(); ++n) {
       if (auto replica = node_of(range[n], asked)) index_of(map->nodes, *replica);
     }
-    for (long long slot = std::max(0LL, *first); slot <= std::min<long long>(*last, kClusterSlots - 1); ++slot) {
+    for (long long slot = std::max(0LL, *first);
+         slot <= std::min<long long>(*last, kClusterSlots - 1); ++slot) {
       map->owner[static_cast<std::size_t>(slot)] = index;
     }
   }
@@ -73,7 +74,8 @@ std::shared_ptr<SlotMap> parse_slots(const Reply& reply, const Endpoint& asked) 
 
 void pause_until(Clock::time_point deadline, Millis& backoff) {
   const auto now = Clock::now();
-  if (now < deadline) std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
+  if (now < deadline)
+    std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
   backoff = std::min(backoff * 2, kMaxBackoff);
 }
 
@@ -84,12 +86,14 @@ class ClusterBackend final : public RoutedBackend {
 
   GrantReply acquire(const GrantRequest& request) override {
     const LockKeys keys = lock_keys(service_, request.key.str());
-    return grant_of(routed(key_slot(keys.lock), request.give_up_at, [&](Connection& conn, bool asking) {
-      Reply reply = acquire_call(keys, request, request.lease, conn.server_time_us(request.give_up_at))
-                        .run(conn, asking);
-      if (arrived_too_late(reply)) conn.distrust_clock();
-      return reply;
-    }));
+    return grant_of(
+        routed(key_slot(keys.lock), request.give_up_at, [&](Connection& conn, bool asking) {
+          Reply reply =
+              acquire_call(keys, request, request.lease, conn.server_time_us(request.give_up_at))
+                  .run(conn, asking);
+          if (arrived_too_late(reply)) conn.distrust_clock();
+          return reply;
+        }));
   }
 
   void renew(std::vector<RenewItem>& items) override {
@@ -133,9 +137,10 @@ class ClusterBackend final : public RoutedBackend {
       }
     }
     for (std::size_t i : unrouted) {
-      items[i].outcome = renew_outcome_of(routed(slots[i], deadline, [&](Connection& conn, bool asking) {
-        return calls[i].run(conn, asking);
-      }));
+      items[i].outcome =
+          renew_outcome_of(routed(slots[i], deadline, [&](Connection& conn, bool asking) {
+            return calls[i].run(conn, asking);
+          }));
     }
   }
 
@@ -144,7 +149,8 @@ class ClusterBackend final : public RoutedBackend {
   }
 
  private:
-  Reply on_server_of(std::string_view redis_key, Clock::time_point deadline, const ServerCall& call) override {
+  Reply on_server_of(std::string_view redis_key, Clock::time_point deadline,
+                     const ServerCall& call) override {
     return routed(redis_key.empty() ? 0 : key_slot(redis_key), deadline, call);
   }
 
@@ -153,7 +159,8 @@ class ClusterBackend final : public RoutedBackend {
     const auto deadline = Clock::now() + config_.command_timeout;
     const auto map = slot_map(deadline);
     if (!map || map->masters.empty()) {
-      throw BackendUnavailable(fmt::format("backend '{}': no slot map: {}", config_.name, last_refresh_error()));
+      throw BackendUnavailable(
+          fmt::format("backend '{}': no slot map: {}", config_.name, last_refresh_error()));
     }
     std::vector<std::string> found;
     for (const auto& master : map->masters) {
@@ -292,17 +299,21 @@ class ClusterBackend final : public RoutedBackend {
       }
       if (i > 0 && Clock::now() >= deadline) break;
       const Endpoint& node = candidates[i];
-      Reply reply = pool_for(node)->run([](Connection& conn) { return conn.command({"CLUSTER", "SLOTS"}); });
+      Reply reply = pool_for(node)->run([](Connection& conn) {
+        return conn.command({"CLUSTER", "SLOTS"});
+      });
       std::shared_ptr<SlotMap> map = answered(reply) ? parse_slots(reply, node) : nullptr;
       if (!map) {
-        errors += fmt::format("{}{}: {}", errors.empty() ? "" : "; ", to_string(node),
-                              reply.ok() ? (reply.is_error() ? std::string(reply.text()) : "no slots")
-                                         : reply.error());
+        errors +=
+            fmt::format("{}{}: {}", errors.empty() ? "" : "; ", to_string(node),
+                        reply.ok() ? (reply.is_error() ? std::string(reply.text()) : "no slots")
+                                   : reply.error());
         continue;
       }
       std::vector<Endpoint> listeners = config_.endpoints;
       for (const auto& n : map->nodes) {
-        if (std::find(listeners.begin(), listeners.end(), n) == listeners.end()) listeners.push_back(n);
+        if (std::find(listeners.begin(), listeners.end(), n) == listeners.end())
+          listeners.push_back(n);
       }
       {
         std::lock_guard lock(map_mutex_);
@@ -339,11 +350,13 @@ class ClusterBackend final : public RoutedBackend {
         std::lock_guard map_lock(map_mutex_);
         if (map_) {
           for (const auto& n : map_->nodes) {
-            if (std::find(listeners.begin(), listeners.end(), n) == listeners.end()) listeners.push_back(n);
+            if (std::find(listeners.begin(), listeners.end(), n) == listeners.end())
+              listeners.push_back(n);
           }
         }
       }
-      feed_ = std::make_unique<ReleaseFeed>(std::vector<std::vector<Endpoint>>{listeners}, config_, metrics_);
+      feed_ = std::make_unique<ReleaseFeed>(std::vector<std::vector<Endpoint>>{listeners}, config_,
+                                            metrics_);
     }
     return *feed_;
   }

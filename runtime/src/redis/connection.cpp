@@ -1,5 +1,7 @@
 #include "redis/connection.hpp"
 
+#include <dlock/common/text.hpp>
+
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>
 #include <fcntl.h>
@@ -77,10 +79,7 @@ SigpipeGuard::~SigpipeGuard() {
 }
 
 std::string to_string(const Endpoint& endpoint) {
-  if (endpoint.host.find(':') != std::string::npos) {
-    return fmt::format("[{}]:{}", endpoint.host, endpoint.port);
-  }
-  return fmt::format("{}:{}", endpoint.host, endpoint.port);
+  return common::endpoint_text(endpoint.host, endpoint.port);
 }
 
 void Reply::Free::operator()(redisReply* r) const noexcept { freeReplyObject(r); }
@@ -122,7 +121,8 @@ ServerError Reply::server_error() const noexcept {
   if (code == "TRYAGAIN") return ServerError::kTryAgain;
   if (code == "CLUSTERDOWN") return ServerError::kClusterDown;
   if (code == "READONLY") return ServerError::kReadOnly;
-  if (code == "LOADING" || code == "MASTERDOWN" || code == "UNBLOCKED") return ServerError::kNotReady;
+  if (code == "LOADING" || code == "MASTERDOWN" || code == "UNBLOCKED")
+    return ServerError::kNotReady;
   if (code == "NOSCRIPT") return ServerError::kNoScript;
   return ServerError::kOther;
 }
@@ -213,7 +213,9 @@ bool Connection::check_version(std::string& error) {
   const std::string_view version = text.substr(start, text.find_first_of("\r\n", start) - start);
   int major = 0;
   std::size_t digits = 0;
-  for (; digits < version.size() && version[digits] >= '0' && version[digits] <= '9' && major < 1000; ++digits) {
+  for (;
+       digits < version.size() && version[digits] >= '0' && version[digits] <= '9' && major < 1000;
+       ++digits) {
     major = major * 10 + (version[digits] - '0');
   }
   if (digits == 0 || major >= kMinimumRedisMajor) return true;
@@ -231,7 +233,9 @@ bool Connection::measure_clock(std::string& error) {
   const std::optional<std::int64_t> server_us = server_time_us_of(time);
   if (!server_us) {
     error = fmt::format("TIME on {} failed: {}", to_string(endpoint_),
-                        !time.ok() ? time.error() : time.is_error() ? std::string(time.text()) : "unexpected reply");
+                        !time.ok()        ? time.error()
+                        : time.is_error() ? std::string(time.text())
+                                          : "unexpected reply");
     return false;
   }
   server_offset_us_ = *server_us - (steady_us(before) + steady_us(after)) / 2;
@@ -242,11 +246,13 @@ bool Connection::measure_clock(std::string& error) {
 
 std::optional<std::int64_t> server_time_us_of(const Reply& reply) {
   const redisReply* raw = reply.get();
-  if (!reply.ok() || raw == nullptr || raw->type != REDIS_REPLY_ARRAY || raw->elements != 2) return std::nullopt;
+  if (!reply.ok() || raw == nullptr || raw->type != REDIS_REPLY_ARRAY || raw->elements != 2)
+    return std::nullopt;
   std::int64_t parts[2] = {0, 0};
   for (std::size_t i = 0; i < 2; ++i) {
     const redisReply* e = raw->element[i];
-    if (e == nullptr || e->type != REDIS_REPLY_STRING || e->str == nullptr || e->len == 0 || e->len > 18) {
+    if (e == nullptr || e->type != REDIS_REPLY_STRING || e->str == nullptr || e->len == 0 ||
+        e->len > 18) {
       return std::nullopt;
     }
     for (std::size_t k = 0; k < e->len; ++k) {
@@ -270,8 +276,9 @@ Reply Connection::fail_from_context() {
   broken_ = true;
   const bool timeout = ctx_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
   if (timeout) {
-    return Reply::failed(Reply::Status::kTimeout,
-                         fmt::format("no reply from {} within the command timeout", to_string(endpoint_)));
+    return Reply::failed(
+        Reply::Status::kTimeout,
+        fmt::format("no reply from {} within the command timeout", to_string(endpoint_)));
   }
   return Reply::failed(Reply::Status::kBroken,
                        fmt::format("connection to {} failed: {}", to_string(endpoint_),
@@ -287,7 +294,8 @@ void Connection::append(const std::vector<std::string_view>& argv) {
   thread_local std::vector<const char*> ptrs;
   thread_local std::vector<size_t> lens;
   to_argv(argv, ptrs, lens);
-  if (redisAppendCommandArgv(ctx_, static_cast<int>(argv.size()), ptrs.data(), lens.data()) != REDIS_OK) {
+  if (redisAppendCommandArgv(ctx_, static_cast<int>(argv.size()), ptrs.data(), lens.data()) !=
+      REDIS_OK) {
     broken_ = true;
   }
 }
@@ -350,11 +358,13 @@ Reply Connection::read_reply() {
   if (const int error = send_buffered(); error != 0) {
     broken_ = true;
     if (error == EAGAIN || error == EWOULDBLOCK) {
-      return Reply::failed(Reply::Status::kTimeout,
-                           fmt::format("could not send to {} within the command timeout", to_string(endpoint_)));
+      return Reply::failed(
+          Reply::Status::kTimeout,
+          fmt::format("could not send to {} within the command timeout", to_string(endpoint_)));
     }
-    return Reply::failed(Reply::Status::kBroken, fmt::format("connection to {} failed: {}",
-                                                             to_string(endpoint_), std::strerror(error)));
+    return Reply::failed(
+        Reply::Status::kBroken,
+        fmt::format("connection to {} failed: {}", to_string(endpoint_), std::strerror(error)));
   }
   errno = 0;
   void* raw = nullptr;

@@ -24,7 +24,8 @@ constexpr std::array<std::uint16_t, 256> kTable = make_table();
 std::uint16_t crc16(std::string_view data) noexcept {
   std::uint16_t crc = 0;
   for (const char c : data) {
-    crc = static_cast<std::uint16_t>((crc << 8) ^ kTable[((crc >> 8) ^ static_cast<unsigned char>(c)) & 0xff]);
+    crc = static_cast<std::uint16_t>((crc << 8) ^
+                                     kTable[((crc >> 8) ^ static_cast<unsigned char>(c)) & 0xff]);
   }
   return crc;
 }

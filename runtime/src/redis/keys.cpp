@@ -1,5 +1,7 @@
 #include "redis/keys.hpp"
 
+#include <dlock/common/text.hpp>
+
 namespace dlock::internal {
 
 std::string escape_key_part(std::string_view text) {
@@ -18,23 +20,8 @@ std::string escape_key_part(std::string_view text) {
 }
 
 std::optional<std::string> unescape_key_part(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '%') {
-      out.push_back(text[i]);
-      continue;
-    }
-    if (i + 2 >= text.size()) return std::nullopt;
-    const std::string_view code = text.substr(i + 1, 2);
-    if (code == "25") out.push_back('%');
-    else if (code == "3A") out.push_back(':');
-    else if (code == "7B") out.push_back('{');
-    else if (code == "7D") out.push_back('}');
-    else return std::nullopt;
-    i += 2;
-  }
-  return out;
+  // Only what escape_key_part writes is read back.
+  return common::percent_decode(text, "%:{}");
 }
 
 LockKeys lock_keys(std::string_view service, std::string_view key) {

@@ -46,7 +46,8 @@ GrantReply grant_of(const Reply& reply) {
   GrantReply out;
   out.kind = GrantReply::Kind::kUnavailable;
   if (!reply.ok()) {
-    out.outcome_unknown = reply.status() != Reply::Status::kNotSent || reply.after_uncertain_attempt();
+    out.outcome_unknown =
+        reply.status() != Reply::Status::kNotSent || reply.after_uncertain_attempt();
     out.error = reply.error();
     return out;
   }
@@ -93,7 +94,8 @@ ReleaseOutcome release_outcome_of(const Reply& reply) {
     case 1: return ReleaseOutcome::kReleased;
     case 2: return ReleaseOutcome::kKept;
     // Gone after an attempt that may have been applied: most likely that attempt's work.
-    case 0: return reply.after_uncertain_attempt() ? ReleaseOutcome::kReleased : ReleaseOutcome::kGone;
+    case 0:
+      return reply.after_uncertain_attempt() ? ReleaseOutcome::kReleased : ReleaseOutcome::kGone;
     default: return ReleaseOutcome::kTaken;
   }
 }

@@ -33,7 +33,8 @@ class MasterBackend final : public RoutedBackend {
         metrics_(std::move(metrics)),
         wait_replicas_(std::to_string(config_.wait_replicas)),
         // WAIT must answer before the socket's read timeout gives up on it.
-        wait_timeout_(std::to_string(std::max<long long>(1, config_.command_timeout.count() * 3 / 4))),
+        wait_timeout_(
+            std::to_string(std::max<long long>(1, config_.command_timeout.count() * 3 / 4))),
         locator_(std::move(locator)) {
     locator_->set_listener([this](const Endpoint& master) {
       std::lock_guard lock(feed_mutex_);
@@ -108,15 +109,17 @@ class MasterBackend final : public RoutedBackend {
   }
 
  private:
-  Reply on_server_of(std::string_view, Clock::time_point deadline, const ServerCall& call) override {
+  Reply on_server_of(std::string_view, Clock::time_point deadline,
+                     const ServerCall& call) override {
     return on_master(deadline, [&](Connection& conn) { return call(conn, false); });
   }
 
   std::vector<std::string> scan_all(const std::string& match) override {
     std::vector<std::string> found;
-    require(on_master(Clock::now() + config_.command_timeout,
-                             [&](Connection& conn) { return admin::scan_keys_sorted(conn, match, found); }),
-                   config_.name, "SCAN");
+    require(
+        on_master(Clock::now() + config_.command_timeout,
+                  [&](Connection& conn) { return admin::scan_keys_sorted(conn, match, found); }),
+        config_.name, "SCAN");
     return found;
   }
 
@@ -134,8 +137,9 @@ class MasterBackend final : public RoutedBackend {
     Reply earlier = Reply::failed(Reply::Status::kNotSent, {});  // what the last master answered
     for (;;) {
       if (!master.pool) {
-        Reply none = Reply::failed(Reply::Status::kNotSent,
-                                   fmt::format("no master for backend '{}': {}", config_.name, master.error));
+        Reply none = Reply::failed(
+            Reply::Status::kNotSent,
+            fmt::format("no master for backend '{}': {}", config_.name, master.error));
         none.follow(earlier);
         return none;
       }
@@ -158,7 +162,8 @@ class MasterBackend final : public RoutedBackend {
     if (!feed_) {
       std::vector<Endpoint> where;
       if (master.pool) where.push_back(master.pool->endpoint());
-      feed_ = std::make_unique<ReleaseFeed>(std::vector<std::vector<Endpoint>>{where}, config_, metrics_);
+      feed_ = std::make_unique<ReleaseFeed>(std::vector<std::vector<Endpoint>>{where}, config_,
+                                            metrics_);
     } else if (master.pool) {
       feed_->source(0).retarget(master.pool->endpoint());  // no-op unless the master moved
     }

@@ -49,7 +49,8 @@ ConnectionPool::Handle ConnectionPool::take(Clock::time_point deadline, std::str
     if (open_ < config_.pool_size) break;
     if (returned_.wait_until(lock, deadline) == std::cv_status::timeout && idle_.empty() &&
         open_ >= config_.pool_size) {
-      error = fmt::format("all {} connections to {} are busy", config_.pool_size, to_string(endpoint_));
+      error =
+          fmt::format("all {} connections to {} are busy", config_.pool_size, to_string(endpoint_));
       return {};
     }
   }
@@ -81,7 +82,8 @@ Reply ConnectionPool::run(const std::function<Reply(Connection&)>& call) {
     clear();
     earlier = std::move(reply);
   }
-  Reply failed = Reply::failed(Reply::Status::kBroken, fmt::format("connection to {} failed", to_string(endpoint_)));
+  Reply failed = Reply::failed(Reply::Status::kBroken,
+                               fmt::format("connection to {} failed", to_string(endpoint_)));
   failed.follow(earlier);
   return failed;
 }

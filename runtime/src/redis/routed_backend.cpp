@@ -10,12 +10,13 @@
 
 namespace dlock::internal {
 
-ReleaseOutcome RoutedBackend::release(const Key& key, std::string_view owner, Millis keep_for) noexcept {
+ReleaseOutcome RoutedBackend::release(const Key& key, std::string_view owner,
+                                      Millis keep_for) noexcept {
   try {
     const LockKeys keys = lock_keys(service_, key.str());
     const ScriptCall call = release_call(keys, owner, keep_for);
-    return release_outcome_of(
-        on_server_of(keys.lock, [&](Connection& conn, bool asking) { return call.run(conn, asking); }));
+    return release_outcome_of(on_server_of(
+        keys.lock, [&](Connection& conn, bool asking) { return call.run(conn, asking); }));
   } catch (...) {
     return ReleaseOutcome::kUnavailable;
   }
@@ -23,40 +24,49 @@ ReleaseOutcome RoutedBackend::release(const Key& key, std::string_view owner, Mi
 
 std::int64_t RoutedBackend::server_time_ms() {
   std::int64_t now_ms = 0;
-  require(on_server_of({}, [&](Connection& conn, bool asking) { return runs::read_time_ms(conn, now_ms, asking); }),
-                 config_.name, "TIME");
+  require(on_server_of({}, [&](Connection& conn,
+                               bool asking) { return runs::read_time_ms(conn, now_ms, asking); }),
+          config_.name, "TIME");
   return now_ms;
 }
 
 RunClaimReply RoutedBackend::claim_run(const Key& key, const RunRecord& mine, Millis keep) {
   const std::string lock_key = lock_keys(service_, key.str()).lock;
-  const ScriptCall call = runs::claim_call(lock_key, runs::run_key(service_, key.str()), mine, keep);
-  const Reply reply = on_server_of(lock_key, [&](Connection& conn, bool asking) { return call.run(conn, asking); });
+  const ScriptCall call =
+      runs::claim_call(lock_key, runs::run_key(service_, key.str()), mine, keep);
+  const Reply reply =
+      on_server_of(lock_key, [&](Connection& conn, bool asking) { return call.run(conn, asking); });
   require(reply, config_.name, "recording the run");
   if (auto claim = runs::claim_of(reply, mine)) return std::move(*claim);
-  throw BackendUnavailable(fmt::format("backend '{}': unexpected reply to the run claim", config_.name));
+  throw BackendUnavailable(
+      fmt::format("backend '{}': unexpected reply to the run claim", config_.name));
 }
 
-bool RoutedBackend::finish_run(const Key& key, std::string_view owner, std::string_view outcome) noexcept {
+bool RoutedBackend::finish_run(const Key& key, std::string_view owner,
+                               std::string_view outcome) noexcept {
   try {
     const std::string run_key = runs::run_key(service_, key.str());
     const ScriptCall call = runs::finish_call(run_key, owner, outcome);
-    return runs::finished_of(on_server_of(run_key, [&](Connection& conn, bool asking) { return call.run(conn, asking); }));
+    return runs::finished_of(on_server_of(
+        run_key, [&](Connection& conn, bool asking) { return call.run(conn, asking); }));
   } catch (...) {
     return false;
   }
 }
 
 template <typename Item, typename Read>
-std::vector<Item> RoutedBackend::read_matching(std::string_view pattern, std::string_view kind, const Read& read) {
+std::vector<Item> RoutedBackend::read_matching(std::string_view pattern, std::string_view kind,
+                                               const Read& read) {
   std::vector<Item> out;
   for (const auto& redis_key : scan_all(admin::scan_match(service_, kind))) {
     const auto key = admin::user_key_of(service_, redis_key, kind);
     if (!key || !glob_match(pattern, *key)) continue;
     std::optional<Item> item;
     require(on_server_of(redis_key,
-                                [&](Connection& conn, bool asking) { return read(conn, redis_key, *key, item, asking); }),
-                   config_.name, "HGETALL");
+                         [&](Connection& conn, bool asking) {
+                           return read(conn, redis_key, *key, item, asking);
+                         }),
+            config_.name, "HGETALL");
     if (item) out.push_back(std::move(*item));
   }
   return out;
@@ -85,20 +95,24 @@ std::optional<LockInfo> RoutedBackend::inspect(const Key& key) {
 std::optional<LockInfo> RoutedBackend::force_release(const Key& key, const AuditEntry& who) {
   const LockKeys keys = lock_keys(service_, key.str());
   const ScriptCall call = admin::force_release_call(keys);
-  const Reply reply = on_server_of(keys.lock, [&](Connection& conn, bool asking) { return call.run(conn, asking); });
+  const Reply reply = on_server_of(
+      keys.lock, [&](Connection& conn, bool asking) { return call.run(conn, asking); });
   require(reply, config_.name, "force release");
   std::optional<LockInfo> removed;
   std::int64_t now_ms = 0;
   if (!admin::removed_of(reply, key.str(), removed, now_ms)) {
-    throw BackendUnavailable(fmt::format("backend '{}': unexpected reply to force release", config_.name));
+    throw BackendUnavailable(
+        fmt::format("backend '{}': unexpected reply to force release", config_.name));
   }
   if (!removed) return removed;
   const AuditEntry entry = admin::complete_audit(who, *removed, now_ms);
   admin::log_forced(config_.name, entry);
   const std::string audit = admin::audit_key(service_);
-  require(
-      on_server_of(audit, [&](Connection& conn, bool asking) { return admin::push_audit(conn, audit, entry, asking); }),
-      config_.name, "recording the audit entry (the lock was released)");
+  require(on_server_of(audit,
+                       [&](Connection& conn, bool asking) {
+                         return admin::push_audit(conn, audit, entry, asking);
+                       }),
+          config_.name, "recording the audit entry (the lock was released)");
   return removed;
 }
 

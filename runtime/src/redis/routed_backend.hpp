@@ -24,7 +24,8 @@ class RoutedBackend : public Backend, public RunStore, public AdminBackend {
   // Scheduled runs.
   std::int64_t server_time_ms() override;
   RunClaimReply claim_run(const Key& key, const RunRecord& mine, Millis keep) override;
-  bool finish_run(const Key& key, std::string_view owner, std::string_view outcome) noexcept override;
+  bool finish_run(const Key& key, std::string_view owner,
+                  std::string_view outcome) noexcept override;
   std::vector<RunRecord> list_runs(std::string_view pattern) override;
 
   // Admin.
@@ -42,7 +43,8 @@ class RoutedBackend : public Backend, public RunStore, public AdminBackend {
 
   /// Runs `call` on the server that holds `redis_key` (any server for an empty key) until
   /// `deadline`, following the topology's moves. Every call made through it is idempotent.
-  virtual Reply on_server_of(std::string_view redis_key, Clock::time_point deadline, const ServerCall& call) = 0;
+  virtual Reply on_server_of(std::string_view redis_key, Clock::time_point deadline,
+                             const ServerCall& call) = 0;
   /// Every key matching the SCAN pattern `match` on every server, sorted, each once.
   /// Throws BackendUnavailable.
   virtual std::vector<std::string> scan_all(const std::string& match) = 0;
@@ -57,7 +59,8 @@ class RoutedBackend : public Backend, public RunStore, public AdminBackend {
   /// Reads `read(conn, redis_key, user_key, asking)` for every key of `kind` matching the
   /// user-key glob `pattern`.
   template <typename Item, typename Read>
-  std::vector<Item> read_matching(std::string_view pattern, std::string_view kind, const Read& read);
+  std::vector<Item> read_matching(std::string_view pattern, std::string_view kind,
+                                  const Read& read);
 };
 
 }  // namespace dlock::internal

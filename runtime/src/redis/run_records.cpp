@@ -15,7 +15,8 @@ const Script& claim_script() {
 }
 
 const Script& finish_script() {
-  static const Script* s = new Script{"finish_run", lua::kFinishRunLua, sha1_hex(lua::kFinishRunLua)};
+  static const Script* s =
+      new Script{"finish_run", lua::kFinishRunLua, sha1_hex(lua::kFinishRunLua)};
   return *s;
 }
 
@@ -41,15 +42,16 @@ std::string run_key(std::string_view service, std::string_view key) {
   return lock;
 }
 
-ScriptCall claim_call(const std::string& lock_key, const std::string& run_key, const RunRecord& mine,
-                      Millis keep) {
+ScriptCall claim_call(const std::string& lock_key, const std::string& run_key,
+                      const RunRecord& mine, Millis keep) {
   return ScriptCall{&claim_script(),
                     {lock_key, run_key},
-                    {mine.owner, std::to_string(std::max<long long>(1, keep.count())), mine.label, mine.host,
-                     std::to_string(mine.pid), std::to_string(mine.token)}};
+                    {mine.owner, std::to_string(std::max<long long>(1, keep.count())), mine.label,
+                     mine.host, std::to_string(mine.pid), std::to_string(mine.token)}};
 }
 
-ScriptCall finish_call(const std::string& run_key, std::string_view owner, std::string_view outcome) {
+ScriptCall finish_call(const std::string& run_key, std::string_view owner,
+                       std::string_view outcome) {
   return ScriptCall{&finish_script(), {run_key}, {std::string(owner), std::string(outcome)}};
 }
 
@@ -81,7 +83,9 @@ std::optional<RunClaimReply> claim_of(const Reply& reply, const RunRecord& mine)
   }
 }
 
-bool finished_of(const Reply& reply) { return reply.ok() && reply.is_integer() && reply.integer() > 0; }
+bool finished_of(const Reply& reply) {
+  return reply.ok() && reply.is_integer() && reply.integer() > 0;
+}
 
 Reply read_run(Connection& conn, const std::string& run_key, const std::string& user_key,
                std::optional<RunRecord>& out, bool asking) {

@@ -37,7 +37,8 @@ bool is_noscript(const Reply& reply) { return reply.server_error() == ServerErro
 // objects are destroyed at exit (the process-wide client goes last); so they are never
 // destroyed.
 const Script& acquire_script() {
-  static const Script* s = new Script(make("acquire", lua::kAcquireLua));  // never destroyed: see below
+  static const Script* s =
+      new Script(make("acquire", lua::kAcquireLua));  // never destroyed: see below
   return *s;
 }
 const Script& renew_script() {
@@ -45,7 +46,8 @@ const Script& renew_script() {
   return *s;
 }
 const Script& release_script() {
-  static const Script* s = new Script(make("release", lua::kReleaseLua));  // never destroyed: see below
+  static const Script* s =
+      new Script(make("release", lua::kReleaseLua));  // never destroyed: see below
   return *s;
 }
 
@@ -82,7 +84,8 @@ std::vector<Reply> run_pipeline(Connection& conn, const std::vector<const Script
   std::vector<Reply> replies;
   replies.reserve(total);
   auto fail_rest = [&](const Reply& failure) {
-    while (replies.size() < total) replies.push_back(Reply::failed(failure.status(), failure.error()));
+    while (replies.size() < total)
+      replies.push_back(Reply::failed(failure.status(), failure.error()));
     return std::move(replies);
   };
   for (const ScriptCall* call : calls) call->append(conn);

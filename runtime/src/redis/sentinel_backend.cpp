@@ -104,10 +104,10 @@ class SentinelLocator final : public MasterLocator {
       Reply reply = conn->command({"SENTINEL", "GET-MASTER-ADDR-BY-NAME", config_.master_name});
       const ReplyView address(reply);
       if (!answered(reply) || address.size() < 2) {
-        problems.push_back(fmt::format("sentinel {} does not know master '{}'{}", to_string(sentinel),
-                                       config_.master_name,
-                                       reply.ok() ? (reply.is_error() ? ": " + std::string(reply.text()) : "")
-                                                  : ": " + reply.error()));
+        problems.push_back(fmt::format(
+            "sentinel {} does not know master '{}'{}", to_string(sentinel), config_.master_name,
+            reply.ok() ? (reply.is_error() ? ": " + std::string(reply.text()) : "")
+                       : ": " + reply.error()));
         continue;
       }
       Endpoint master{std::string(address[0].text()),

@@ -114,7 +114,9 @@ void Subscriber::disconnect(const std::string& why) {
   conn_.reset();
   {
     std::lock_guard lock(mutex_);
-    if (connected_) log(LogLevel::kWarn, "subscriber lost its connection: {}; waiters poll until it is back", why);
+    if (connected_)
+      log(LogLevel::kWarn, "subscriber lost its connection: {}; waiters poll until it is back",
+          why);
     connected_ = false;
     active_.clear();
   }

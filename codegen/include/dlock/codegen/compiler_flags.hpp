@@ -1,6 +1,7 @@
 // The compiler flags after `--`, as the fast path and clang need them.
 //
-//   dlock-codegen orders.cpp -o woven.cpp -- -Iinclude -DNDEBUG -std=c++20 -fconcepts-diagnostics-depth=3
+//   dlock-codegen orders.cpp -o woven.cpp -- -Iinclude -DNDEBUG -std=c++20
+//   -fconcepts-diagnostics-depth=3
 //
 // The flags are whatever the build gives g++. Clang gets the ones it knows (a g++-only flag
 // would stop it), its own resource directory and a default standard; the fast path only

@@ -3,9 +3,9 @@
 //   parse_duration("30s").value;   // 30000ms
 //   parse_duration("30").error;    // "missing unit"
 //
-// The grammar and the upper bound are those of the YAML configuration (dlock::parse_duration),
-// so an attribute accepts exactly what a configuration file accepts; this version also says
-// what is wrong, for the diagnostic.
+// The grammar and the upper bound are those of the YAML configuration: both read with
+// dlock::common::read_duration, so an attribute accepts exactly what a configuration file
+// accepts; this version also says what is wrong, for the diagnostic.
 #pragma once
 
 #include <chrono>

@@ -10,21 +10,19 @@
 
 #include "dlock/codegen/duration.hpp"
 #include "dlock/codegen/key_template.hpp"
+// The runtime's option types, not twins of them: a header of the standard library only, so
+// the generator includes it without linking the runtime.
+#include "dlock/config.hpp"
 
 namespace dlock::codegen {
 
 /// `on_busy=`: what to do when the lock is not acquired within `wait`.
-enum class BusyAction { kThrow, kSkip };
+using BusyAction = ::dlock::OnBusy;
 
 /// The lock settings an attribute may give; unset ones fall through to the configuration at
 /// run time (built-in, `defaults`, the policy), and `locks.<name>` in YAML overrides them all.
-struct LockOptions {
-  std::optional<Millis> lease;
-  std::optional<Millis> wait;
-  std::optional<BusyAction> on_busy;
-  std::optional<Millis> min_hold;
-  std::optional<Millis> max_hold;
-};
+/// An attribute never sets `backend`: that is a policy's.
+using LockOptions = ::dlock::LockOverrides;
 
 /// The attribute's arguments.
 struct GuardSpec {

@@ -1,0 +1,269 @@
+// The `backends:` section: each backend's topology, address, servers and credentials.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dlock/common/text.hpp"
+#include "loader.hpp"
+
+namespace dlock::internal::loading {
+
+ParsedAddress Loader::address(const Entry& item, std::string_view expected,
+                              const YAML::Mark& mark) const {
+  const std::string& path = item.path;
+  const std::string raw = scalar(item, expected);
+  const std::string text = expand(raw, mark, path);
+  if (text.empty()) fail(mark, path, "the address is empty");
+  auto parsed = raw.find("://") == std::string::npos
+                    ? parse_address(text)
+                    : parse_address_parts(raw, [&](std::string_view part, bool user_info) {
+                        return expand_around(part, mark, path, [&](std::string_view literal) {
+                          return user_info ? common::percent_decode(literal)
+                                           : std::optional<std::string>(literal);
+                        });
+                      });
+  if (!parsed) {
+    fail(mark, path,
+         fmt::format("bad address '{}': {}", redact_address(text), address_problem(text)));
+  }
+  return *parsed;
+}
+
+std::vector<Endpoint> Loader::endpoint_list(const Entry& item, std::string_view noun,
+                                            std::string_view credentials_keys) const {
+  if (item.value.IsNull()) {
+    fail(item.key_mark, item.path, "missing value; expected a list of addresses");
+  }
+  if (!item.value.IsSequence()) {
+    fail(item.value_mark(), item.path,
+         fmt::format("expected a list of addresses like [host:port, ...], got {}",
+                     kind_of(item.value)));
+  }
+  if (item.value.size() == 0) {
+    fail(item.value_mark(), item.path, "the list is empty; give at least one address");
+  }
+  std::vector<Endpoint> endpoints;
+  std::map<std::string, YAML::Mark> seen;
+  std::size_t index = 0;
+  for (auto it = item.value.begin(); it != item.value.end(); ++it, ++index) {
+    const YAML::Node node = *it;
+    Entry element{item.key, item.value_mark(), node, fmt::format("{}[{}]", item.path, index)};
+    if (!node.IsNull() && !node.Mark().is_null()) element.key_mark = node.Mark();
+    const YAML::Mark mark = element.value_mark();
+    const ParsedAddress parsed = address(element, "an address like host:port", mark);
+    if (!parsed.username.empty() || !parsed.password.empty()) {
+      fail(mark, element.path,
+           fmt::format("credentials are not allowed in a list entry; set {} on the backend",
+                       credentials_keys));
+    }
+    if (parsed.database) {
+      fail(mark, element.path,
+           "a database is not allowed in a list entry; set 'database' on the backend");
+    }
+    const auto [first, inserted] = seen.emplace(canonical_endpoint(parsed.endpoint), mark);
+    if (!inserted) {
+      fail(mark, element.path,
+           fmt::format("{} {} is listed twice (first at {}:{})", noun,
+                       endpoint_text(parsed.endpoint), first->second.line + 1,
+                       first->second.column + 1));
+    }
+    endpoints.push_back(parsed.endpoint);
+  }
+  return endpoints;
+}
+
+std::map<std::string, BackendConfig> Loader::backends(const Entry& section) const {
+  std::map<std::string, BackendConfig> out;
+  for (const Entry& item :
+       entries(section.value, section.value_mark(), section.path, "backends by name")) {
+    if (item.key.empty()) fail(item.key_mark, section.path, "a backend name must not be empty");
+    out.emplace(item.key, backend(item));
+  }
+  return out;
+}
+
+BackendConfig Loader::backend(const Entry& entry) const {
+  const std::string missing_topology =
+      fmt::format("missing required key 'topology' (one of: {})", kTopologyList);
+  if (entry.value.IsNull()) fail(entry.key_mark, entry.path, missing_topology);
+  const std::vector<Entry> items =
+      entries(entry.value, entry.value_mark(), entry.path, "backend settings");
+  const Entry* topology_entry = find_entry(items, "topology");
+  if (topology_entry == nullptr) fail(entry.value_mark(), entry.path, missing_topology);
+  const TopologySpec& spec = topology(*topology_entry);
+  // Every key is checked before any value, so a typo is reported before what it causes.
+  check_backend_keys(items, spec);
+
+  BackendConfig backend;
+  backend.name = entry.key;
+  backend.topology = spec.topology;
+  std::optional<ParsedAddress> url;
+  const Entry* address_entry = nullptr;
+  for (const Entry& item : items) {
+    if (item.key == "address") {
+      address_entry = &item;
+      url = address(item, "an address", item.value_mark());
+      backend.endpoints = {url->endpoint};
+    } else {
+      backend_value(item, spec, backend);
+    }
+  }
+  for (std::string_view key : spec.required) {
+    if (find_entry(items, key) == nullptr) {
+      fail(entry.value_mark(), entry.path,
+           fmt::format("missing required key '{}' for a {} backend", key, spec.name));
+    }
+  }
+  if (url) merge_url(*url, *address_entry, items, backend);
+  check_credentials(items, address_entry, backend);
+  warn_even_instances(items, backend);
+  return backend;
+}
+
+const TopologySpec& Loader::topology(const Entry& topology_entry) const {
+  const std::string topology_name = scalar(topology_entry, "a topology");
+  const TopologySpec* spec = nullptr;
+  KeyList topology_names;
+  for (const TopologySpec& candidate : kTopologies) {
+    topology_names.push_back(candidate.name);
+    if (candidate.name == topology_name) spec = &candidate;
+  }
+  if (spec == nullptr) {
+    std::string typo = did_you_mean(topology_name, topology_names);
+    fail(topology_entry.value_mark(), topology_entry.path,
+         fmt::format("unknown topology '{}'{}{}", printable(topology_name), typo,
+                     typo.empty() ? fmt::format(" (expected one of: {})", kTopologyList) : ""));
+  }
+  return *spec;
+}
+
+void Loader::check_backend_keys(const std::vector<Entry>& items, const TopologySpec& spec) const {
+  KeyList allowed = {"topology"};
+  allowed.insert(allowed.end(), spec.own_keys.begin(), spec.own_keys.end());
+  if (spec.uses_redis) {
+    allowed.insert(allowed.end(), std::begin(kRedisKeys), std::end(kRedisKeys));
+  }
+  for (const Entry& item : items) {
+    if (contains(allowed, item.key)) continue;
+    const TopologySpec* owner = nullptr;
+    for (const TopologySpec& other : kTopologies) {
+      if (contains(other.own_keys, item.key)) owner = &other;
+    }
+    if (!spec.uses_redis && (owner != nullptr || contains(kRedisKeys, item.key))) {
+      fail(item.key_mark, item.path,
+           "does not apply to a memory backend: it lives in this process and connects to "
+           "no server");
+    }
+    if (owner != nullptr) {
+      fail(item.key_mark, item.path,
+           fmt::format("does not apply to a {} backend (it is a {} setting)", spec.name,
+                       owner->name));
+    }
+    unknown_key(item, allowed,
+                contains(kLockKeys, item.key)
+                    ? " (lock settings go under 'defaults', 'policies' or 'locks')"
+                    : "");
+  }
+}
+
+void Loader::backend_value(const Entry& item, const TopologySpec& spec,
+                           BackendConfig& backend) const {
+  const std::string_view key = item.key;
+  if (key == "sentinels") {
+    backend.endpoints =
+        endpoint_list(item, "sentinel", "sentinel_username and sentinel_password");
+  } else if (key == "nodes") {
+    backend.endpoints = endpoint_list(item, "node", "username and password");
+  } else if (key == "instances") {
+    backend.endpoints = endpoint_list(item, "instance", "username and password");
+  } else if (key == "master_name") {
+    backend.master_name = non_empty(item, "a master name");
+  } else if (key == "wait_replicas") {
+    backend.wait_replicas = integer(item, 0, std::numeric_limits<int>::max());
+  } else if (key == "clock_drift_factor") {
+    backend.clock_drift_factor = clock_drift_factor(item);
+  } else if (key == "username") {
+    backend.username = expanded(item, "a user name");
+  } else if (key == "password") {
+    backend.password = expanded(item, "a password");
+  } else if (key == "sentinel_username") {
+    backend.sentinel_username = expanded(item, "a user name");
+  } else if (key == "sentinel_password") {
+    backend.sentinel_password = expanded(item, "a password");
+  } else if (key == "database") {
+    backend.database = integer(item, 0, std::numeric_limits<int>::max());
+    if (spec.topology == Topology::kCluster && backend.database != 0) {
+      fail(item.value_mark(), item.path, "Redis Cluster has only database 0");
+    }
+  } else if (key == "connect_timeout") {
+    backend.connect_timeout = duration(item, false);
+  } else if (key == "command_timeout") {
+    backend.command_timeout = duration(item, false);
+  } else if (key == "poll_interval") {
+    backend.poll_interval = duration(item, false);
+  } else if (key == "pool_size") {
+    backend.pool_size = integer(item, 1, kMaxPoolSize);
+  }
+}
+
+void Loader::merge_url(const ParsedAddress& url, const Entry& address_entry,
+                       const std::vector<Entry>& items, BackendConfig& backend) const {
+  merge_from_url(address_entry, items, "username", !url.username.empty(),
+                 [&] { backend.username = url.username; });
+  merge_from_url(address_entry, items, "password", !url.password.empty(),
+                 [&] { backend.password = url.password; });
+  merge_from_url(address_entry, items, "database", url.database.has_value(),
+                 [&] { backend.database = *url.database; });
+}
+
+void Loader::check_credentials(const std::vector<Entry>& items, const Entry* address_entry,
+                               const BackendConfig& backend) const {
+  const Entry* user_entry = find_entry(items, "username");
+  if (user_entry == nullptr) user_entry = address_entry;
+  need_password(user_entry, backend.username, backend.password, "password");
+  need_password(find_entry(items, "sentinel_username"), backend.sentinel_username,
+                backend.sentinel_password, "sentinel_password");
+}
+
+void Loader::warn_even_instances(const std::vector<Entry>& items,
+                                 const BackendConfig& backend) const {
+  if (const Entry* instances = find_entry(items, "instances");
+      instances != nullptr && backend.endpoints.size() % 2 == 0) {
+    const std::size_t n = backend.endpoints.size();
+    warn(instances->value_mark(), instances->path,
+         fmt::format("{} instances need a quorum of {} and tolerate {} failed, no more than {} "
+                     "would; use an odd number",
+                     n, n / 2 + 1, (n - 1) / 2, n - 1));
+  }
+}
+
+void Loader::need_password(const Entry* user_entry, const std::string& username,
+                           const std::string& password, std::string_view password_key) const {
+  if (username.empty() || !password.empty()) return;
+  fail(user_entry->key == "address" ? user_entry->value_mark() : user_entry->key_mark,
+       user_entry->path,
+       fmt::format("a user name without a password would connect as the 'default' user; set "
+                   "'{}' too",
+                   password_key));
+}
+
+template <typename Fill>
+void Loader::merge_from_url(const Entry& address_entry, const std::vector<Entry>& items,
+                            std::string_view key, bool in_url, Fill fill) const {
+  if (!in_url) return;
+  const Entry* explicit_entry = find_entry(items, key);
+  if (explicit_entry == nullptr) {
+    fill();
+    return;
+  }
+  const Entry& second =
+      before(explicit_entry->key_mark, address_entry.key_mark) ? address_entry : *explicit_entry;
+  fail(second.value_mark(), second.path,
+       fmt::format("{} given twice, in 'address' and in '{}'; keep one", key, key));
+}
+
+}  // namespace dlock::internal::loading

@@ -1,0 +1,250 @@
+// The YAML loader, in three files: load.cpp (the document, scalar values and lock settings),
+// load_backends.cpp (the `backends:` section) and messages.cpp (the text of its messages).
+// Only these files know yaml-cpp.
+#pragma once
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dlock/common/duration.hpp"
+#include "dlock/config.hpp"
+#include "values.hpp"
+
+namespace dlock::internal::loading {
+
+using Keys = std::span<const std::string_view>;
+using KeyList = std::vector<std::string_view>;
+
+inline constexpr std::string_view kDefaultBackend = "default";
+inline constexpr std::string_view kTopologyList = "single, sentinel, cluster, redlock, memory";
+using common::kDurationUnits;
+inline constexpr std::size_t kMaxServiceLength = 128;
+inline constexpr int kMaxPoolSize = 1024;
+inline constexpr double kMaxClockDriftFactor = 0.5;
+
+inline constexpr std::string_view kTopLevelKeys[] = {"service", "backends", "defaults", "policies",
+                                                     "locks"};
+inline constexpr std::string_view kLockKeys[] = {"lease",    "wait",     "on_busy",
+                                                 "min_hold", "max_hold", "backend"};
+inline constexpr std::string_view kOnBusyValues[] = {"throw", "skip"};
+inline constexpr std::string_view kRedisKeys[] = {
+    "username",        "password",      "database", "connect_timeout",
+    "command_timeout", "poll_interval", "pool_size"};
+inline constexpr std::string_view kSingleKeys[] = {"address"};
+inline constexpr std::string_view kSentinelKeys[] = {"master_name", "sentinels", "wait_replicas",
+                                                     "sentinel_username", "sentinel_password"};
+inline constexpr std::string_view kSentinelRequired[] = {"master_name", "sentinels"};
+inline constexpr std::string_view kClusterKeys[] = {"nodes"};
+inline constexpr std::string_view kRedlockKeys[] = {"instances", "clock_drift_factor"};
+inline constexpr std::string_view kRedlockRequired[] = {"instances"};
+
+struct TopologySpec {
+  Topology topology;
+  std::string_view name;
+  Keys own_keys;  // besides `topology` and, for Redis topologies, kRedisKeys
+  Keys required;
+  bool uses_redis;
+};
+
+inline constexpr TopologySpec kTopologies[] = {
+    {Topology::kSingle, "single", kSingleKeys, kSingleKeys, true},
+    {Topology::kSentinel, "sentinel", kSentinelKeys, kSentinelRequired, true},
+    {Topology::kCluster, "cluster", kClusterKeys, kClusterKeys, true},
+    {Topology::kRedlock, "redlock", kRedlockKeys, kRedlockRequired, true},
+    {Topology::kMemory, "memory", {}, {}, false},
+};
+
+// Text for messages (messages.cpp).
+bool contains(Keys keys, std::string_view key);
+std::string join(Keys keys);
+std::string did_you_mean(std::string_view word, Keys candidates);
+std::string printable(std::string_view text);
+std::string redact_address(std::string_view text);
+std::string endpoint_text(const Endpoint& endpoint);
+std::string canonical_endpoint(const Endpoint& endpoint);
+std::string address_problem(std::string_view text);
+std::string syntax_hint(const std::string& text, int line);
+std::string kind_of(const YAML::Node& node);
+bool is_variable_name(std::string_view name);
+bool is_service_char(char c);
+std::string join_path(std::string_view parent, std::string_view key);
+bool before(const YAML::Mark& a, const YAML::Mark& b);
+
+// One `key: value` pair of a YAML map, with what messages need to point at it.
+struct Entry {
+  std::string key;
+  YAML::Mark key_mark;
+  YAML::Node value;
+  std::string path;
+
+  // A missing value (`lease:`) has no useful mark of its own, so point at its key.
+  [[nodiscard]] YAML::Mark value_mark() const {
+    if (value.IsNull() || value.Mark().is_null()) return key_mark;
+    return value.Mark();
+  }
+};
+
+const Entry* find_entry(const std::vector<Entry>& entries, std::string_view key);
+
+class Loader {
+ public:
+  explicit Loader(std::string source) : source_(std::move(source)) {}
+
+  [[noreturn]] void fail(const YAML::Mark& mark, std::string_view path,
+                         std::string_view message) const;
+
+  // A setting that works but is probably not what was meant, logged where it was written.
+  void warn(const YAML::Mark& mark, std::string_view path, std::string_view message) const;
+
+  // Refuses a stream of several documents. yaml-cpp 0.7 can also get stuck on a stray ','
+  // outside brackets and report empty documents at that spot forever (jbeder/yaml-cpp#1040):
+  // YAML::LoadAll then fills memory and YAML::Load passes the garbage off as an empty file.
+  void check_single_document(const std::string& text) const;
+
+  [[nodiscard]] Config load(const YAML::Node& root) const;
+
+ private:
+  // The pairs of a map in document order; a null node is an empty map. A key given twice
+  // is refused here because yaml-cpp keeps both and a lookup would silently take the first.
+  std::vector<Entry> entries(const YAML::Node& node, const YAML::Mark& mark,
+                             const std::string& path, std::string_view what) const;
+
+  [[noreturn]] void unknown_key(const Entry& item, Keys allowed, std::string_view hint = {}) const;
+
+  std::string scalar(const Entry& item, std::string_view expected) const;
+
+  // `${NAME}` from the environment; `$${` is a literal `${`. Messages never quote the text,
+  // which may be a password.
+  std::string expand(std::string_view text, const YAML::Mark& mark, const std::string& path) const;
+
+  // expand(), with the text around the references (not the values) passed through `literal`;
+  // nullopt when `literal` refuses a piece.
+  template <typename Literal>
+  std::optional<std::string> expand_around(std::string_view text, const YAML::Mark& mark,
+                                           const std::string& path, Literal literal) const {
+    std::string out;
+    std::string pending;
+    const auto flush = [&] {
+      std::optional<std::string> value = literal(pending);
+      pending.clear();
+      if (value) out += *value;
+      return value.has_value();
+    };
+    for (std::size_t i = 0; i < text.size();) {
+      if (text.compare(i, 3, "$${") == 0) {
+        pending += "${";
+        i += 3;
+        continue;
+      }
+      if (text.compare(i, 2, "${") != 0) {
+        pending.push_back(text[i++]);
+        continue;
+      }
+      if (!flush()) return std::nullopt;
+      const std::size_t close = text.find('}', i + 2);
+      const std::string_view name =
+          close == std::string_view::npos ? std::string_view() : text.substr(i + 2, close - i - 2);
+      if (!is_variable_name(name)) {
+        fail(mark, path,
+             "'${' must start a reference like ${NAME} (letters, digits and '_'); "
+             "write '$${' for a literal '${'");
+      }
+      const char* value = std::getenv(std::string(name).c_str());
+      if (value == nullptr) {
+        fail(mark, path, fmt::format("environment variable '{}' is not set", name));
+      }
+      out += value;
+      i = close + 1;
+    }
+    if (!flush()) return std::nullopt;
+    return out;
+  }
+
+  std::string expanded(const Entry& item, std::string_view expected) const;
+
+  std::string non_empty(const Entry& item, std::string_view expected) const;
+
+  Millis duration(const Entry& item, bool allow_zero) const;
+
+  static std::string duration_problem(std::string_view text);
+
+  int integer(const Entry& item, int minimum, int maximum) const;
+
+  double clock_drift_factor(const Entry& item) const;
+
+  std::string service(const Entry& item) const;
+
+  // A URL is split into its parts before `${NAME}` is expanded in each, so that a value from
+  // the environment is taken as it is: never percent-decoded, and a '/' or '@' in it cannot
+  // change the split. Without "://" in the file (`${REDIS_URL}`, `${HOST}:6379`) the
+  // expanded text is parsed as a whole.
+  ParsedAddress address(const Entry& item, std::string_view expected, const YAML::Mark& mark) const;
+
+  // sentinels, nodes, instances: plain addresses that must all differ.
+  std::vector<Endpoint> endpoint_list(const Entry& item, std::string_view noun,
+                                      std::string_view credentials_keys) const;
+
+  std::map<std::string, BackendConfig> backends(const Entry& section) const;
+
+  BackendConfig backend(const Entry& entry) const;
+
+  // The topology named by the `topology:` entry.
+  const TopologySpec& topology(const Entry& topology_entry) const;
+
+  // Refuses a key that does not belong in a backend of `spec`'s topology.
+  void check_backend_keys(const std::vector<Entry>& items, const TopologySpec& spec) const;
+
+  // Reads one backend setting (any but `topology` and `address`) into `backend`.
+  void backend_value(const Entry& item, const TopologySpec& spec, BackendConfig& backend) const;
+
+  // What the address URL carries: user name, password, database.
+  void merge_url(const ParsedAddress& url, const Entry& address_entry,
+                 const std::vector<Entry>& items, BackendConfig& backend) const;
+
+  // Redis authenticates only with a password; a user name alone would silently run as
+  // the 'default' user, with whatever rights that one has.
+  void check_credentials(const std::vector<Entry>& items, const Entry* address_entry,
+                         const BackendConfig& backend) const;
+
+  // An even number of Redlock instances tolerates no more failures than one fewer would.
+  void warn_even_instances(const std::vector<Entry>& items, const BackendConfig& backend) const;
+
+  void need_password(const Entry* user_entry, const std::string& username,
+                     const std::string& password, std::string_view password_key) const;
+
+  // A value the address URL carries fills its field, unless the field's own key is there too.
+  template <typename Fill>
+  void merge_from_url(const Entry& address_entry, const std::vector<Entry>& items,
+                      std::string_view key, bool in_url, Fill fill) const;
+
+  // `fallback_backend`: the backend these settings use unless they name one.
+  LockOverrides overrides(const Entry& section,
+                          const std::map<std::string, BackendConfig>& backends,
+                          std::string_view fallback_backend) const;
+
+  // `on_busy`: throw or skip.
+  OnBusy on_busy(const Entry& item) const;
+
+  // A lease no longer than the backend's command_timeout: a late grant would be refused.
+  void warn_short_lease(const Entry& lease_entry, Millis lease, const std::string& backend_name,
+                        const std::map<std::string, BackendConfig>& backends) const;
+
+  std::string backend_reference(const Entry& item,
+                                const std::map<std::string, BackendConfig>& backends) const;
+
+  std::map<std::string, LockOverrides> named_overrides(
+      const Entry& section, std::string_view noun,
+      const std::map<std::string, BackendConfig>& backends,
+      std::string_view fallback_backend) const;
+
+  std::string source_;
+};
+
+}  // namespace dlock::internal::loading

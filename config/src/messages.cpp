@@ -1,0 +1,217 @@
+// The text of the loader's messages: suggestions, values echoed safely, addresses with their
+// secrets hidden, hints for YAML syntax errors, paths to a key.
+#include <arpa/inet.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "dlock/common/suggest.hpp"
+#include "dlock/common/text.hpp"
+#include "loader.hpp"
+
+namespace dlock::internal::loading {
+
+bool contains(Keys keys, std::string_view key) {
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
+std::string join(Keys keys) {
+  std::string out;
+  for (std::string_view key : keys) {
+    if (!out.empty()) out += ", ";
+    out += key;
+  }
+  return out;
+}
+
+// "; did you mean 'lease'?" when one candidate is close enough to be a typo, else "".
+std::string did_you_mean(std::string_view word, Keys candidates) {
+  const auto best = common::closest_match(word, candidates);
+  return best ? fmt::format("; did you mean '{}'?", *best) : "";
+}
+
+// Control bytes escaped and long text cut, without splitting a UTF-8 sequence.
+std::string printable(std::string_view text) {
+  return common::printable(text, common::kMessageText);
+}
+
+// An address fit for a message. Everything before the last '@' but the user name is treated
+// as a secret; `redis://secret@host` hides all of its user info because redis-cli reads a
+// lone user-info part as a password.
+std::string redact_address(std::string_view text) {
+  const std::size_t scheme = text.find("://");
+  const std::size_t start = scheme == std::string_view::npos ? 0 : scheme + 3;
+  const std::size_t at = text.rfind('@');
+  if (at == std::string_view::npos || at < start) return printable(text);
+  const std::string_view user_info = text.substr(start, at - start);
+  const std::size_t colon = user_info.find(':');
+  const std::string hidden =
+      colon == std::string_view::npos ? "***" : fmt::format("{}:***", user_info.substr(0, colon));
+  return printable(fmt::format("{}{}{}", text.substr(0, start), hidden, text.substr(at)));
+}
+
+std::string endpoint_text(const Endpoint& endpoint) {
+  return common::endpoint_text(endpoint.host, endpoint.port);
+}
+
+// The same server written two ways (`::1` and `0::1`, `Redis1` and `redis1`) compares equal.
+std::string canonical_endpoint(const Endpoint& endpoint) {
+  std::array<unsigned char, 16> bytes{};
+  std::array<char, INET6_ADDRSTRLEN> buffer{};
+  const std::string host = endpoint.host.substr(0, endpoint.host.find('%'));
+  if (::inet_pton(AF_INET6, host.c_str(), bytes.data()) == 1 &&
+      ::inet_ntop(AF_INET6, bytes.data(), buffer.data(), buffer.size()) != nullptr) {
+    return fmt::format("[{}{}]:{}", buffer.data(), endpoint.host.substr(host.size()),
+                       endpoint.port);
+  }
+  std::string lower = endpoint.host;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](char c) {
+    return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+  });
+  return fmt::format("{}:{}", lower, endpoint.port);
+}
+
+namespace {
+
+// What is wrong with the `host[:port]` part of an address, if its fault is there.
+std::optional<std::string> host_port_problem(std::string_view rest) {
+  if (rest.empty() || rest.front() == ':') return "missing host";
+  std::string_view port;
+  bool has_port = false;
+  if (rest.front() == '[') {
+    const std::size_t close = rest.find(']');
+    if (close == std::string_view::npos) return "missing ']' after the IPv6 address";
+    if (close + 1 < rest.size() && rest[close + 1] == ':') {
+      port = rest.substr(close + 2);
+      has_port = true;
+    }
+  } else {
+    const std::size_t colon = rest.find(':');
+    if (colon != std::string_view::npos) {
+      port = rest.substr(colon + 1);
+      has_port = true;
+    }
+  }
+  if (has_port) {
+    if (port.empty()) return "missing port after ':'";
+    if (!std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      return "the port must be a number";
+    }
+    return "the port must be between 1 and 65535";
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+// Why parse_address refused `text`: a best guess that turns into the message's hint.
+std::string address_problem(std::string_view text) {
+  constexpr std::string_view kForms =
+      "expected redis://[user[:password]@]host[:port][/db], host:port or [ipv6]:port";
+  std::string_view rest = text;
+  std::string_view database;
+  if (const std::size_t scheme = text.find("://"); scheme != std::string_view::npos) {
+    std::string name(text.substr(0, scheme));
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c; });
+    if (name == "rediss") return "TLS (rediss://) is not supported; use redis://";
+    if (name != "redis") {
+      return fmt::format("unknown scheme '{}://'; use redis://", printable(name));
+    }
+    rest = text.substr(scheme + 3);
+    if (const std::size_t slash = rest.find('/'); slash != std::string_view::npos) {
+      database = rest.substr(slash + 1);
+      rest = rest.substr(0, slash);
+    }
+    if (const std::size_t at = rest.rfind('@'); at != std::string_view::npos) {
+      rest = rest.substr(at + 1);
+    }
+  } else if (text.find('@') != std::string_view::npos || text.find('/') != std::string_view::npos) {
+    return "credentials and a database need the URL form "
+           "redis://[user[:password]@]host[:port][/db]";
+  }
+  if (database.find('@') != std::string_view::npos) {
+    return "write a '/' in a user name or password as %2F";
+  }
+  if (!database.empty() &&
+      !std::all_of(database.begin(), database.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return "the database after '/' must be a whole number 0 or more";
+  }
+  if (!rest.empty() && rest.front() != '[' && std::count(rest.begin(), rest.end(), ':') > 1) {
+    return "put an IPv6 address in brackets, e.g. \"[::1]:6379\"";
+  }
+  if (const auto problem = host_port_problem(rest)) return *problem;
+  return std::string(kForms);
+}
+
+// `address: [::1]:6379` is a YAML list followed by junk; the parser's complaint alone does
+// not say so.
+std::string syntax_hint(const std::string& text, int line) {
+  std::size_t start = 0;
+  for (int i = 0; i < line && start != std::string::npos; ++i) {
+    start = text.find('\n', start);
+    if (start != std::string::npos) ++start;
+  }
+  if (start == std::string::npos || line < 0) return "";
+  const std::string_view content =
+      std::string_view(text).substr(start, text.find('\n', start) - start);
+  const std::size_t open = content.find('[');
+  if (open == std::string_view::npos || content.find("]:", open) == std::string_view::npos ||
+      content.find(':', open) == content.find("]:", open) + 1) {
+    return "";
+  }
+  return " (an IPv6 address must be quoted: \"[::1]:6379\")";
+}
+
+std::string kind_of(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map:
+      return "a map";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Scalar:
+      // Never the value itself: it may be a password written in the wrong place.
+      return "a single value";
+    default:
+      return "nothing";
+  }
+}
+
+bool is_variable_name(std::string_view name) {
+  if (name.empty() || (name.front() >= '0' && name.front() <= '9')) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  });
+}
+
+bool is_service_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '-' || c == ':' || c == '/';
+}
+
+// A key path segment that would read ambiguously is quoted: locks."orders v2".lease
+std::string join_path(std::string_view parent, std::string_view key) {
+  const bool plain = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-' || c == ':';
+  });
+  const std::string segment = plain ? std::string(key) : fmt::format("\"{}\"", printable(key));
+  return parent.empty() ? segment : fmt::format("{}.{}", parent, segment);
+}
+
+bool before(const YAML::Mark& a, const YAML::Mark& b) {
+  return a.line < b.line || (a.line == b.line && a.column < b.column);
+}
+
+const Entry* find_entry(const std::vector<Entry>& entries, std::string_view key) {
+  for (const Entry& entry : entries) {
+    if (entry.key == key) return &entry;
+  }
+  return nullptr;
+}
+
+}  // namespace dlock::internal::loading
