@@ -9,7 +9,9 @@
 #include <thread>
 
 #include "ha_fixtures.hpp"
+#include "metrics.hpp"
 #include "redis/keys.hpp"
+#include "redis/redlock_backend.hpp"
 
 namespace dlock::test {
 namespace {
@@ -183,6 +185,92 @@ TEST(RedlockConfig, TheSameInstanceListedTwiceIsRefusedWhenTheConfigIsLoaded) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("listed twice"), std::string::npos) << e.what();
   }
+}
+
+// Faults that stall rather than refuse: an instance SIGSTOPped keeps accepting TCP
+// connections and answers nothing. One group of five for every test of this fixture; each
+// test resumes what it paused.
+class RedlockStall : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    group_ = new RedlockGroup(5);
+    group_->start();
+  }
+  static void TearDownTestSuite() {
+    delete group_;
+    group_ = nullptr;
+  }
+  void TearDown() override {
+    for (std::size_t i = 0; i < group_->size(); ++i) {
+      if (group_->instance(i).paused()) group_->instance(i).resume();
+    }
+  }
+
+  static Config config(std::size_t instances, Millis command_timeout = 1000ms) {
+    auto all = endpoints_of(group_->endpoints());
+    all.resize(instances);
+    Config c = topology_config(Topology::kRedlock, all);
+    c.backends["default"].command_timeout = command_timeout;
+    return c;
+  }
+  static RedisServer& instance(std::size_t i) { return group_->instance(i); }
+  static std::string lock_key(const std::string& key) {
+    return internal::lock_keys(unique_service(), key).lock;
+  }
+  static std::optional<std::string> owner_on(std::size_t i, const std::string& key) {
+    RedisAdmin admin(group_->instance(i));
+    return admin.string({"HGET", lock_key(key), "owner"});
+  }
+
+  static RedlockGroup* group_;
+};
+
+RedlockGroup* RedlockStall::group_ = nullptr;
+
+// Finding: every call after the first opened a new connection to the stalled instance, and
+// the open (TCP accepted, then AUTH/TIME unanswered) cost the command timeout, longer than
+// the lease: nothing could be acquired although four of five instances were healthy.
+TEST_F(RedlockStall, LeasesUpToTheCommandTimeoutAreGrantedAndRenewedWhileOneInstanceIsStalled) {
+  Client client(config(5, 1000ms));
+  ASSERT_TRUE(client.try_acquire("warm-up", settings(1s)));  // pooled connections to all five
+  instance(0).pause();
+  for (int i = 0; i < 5; ++i) {
+    Lease lease = client.try_acquire("stalled-" + std::to_string(i), settings(1s));
+    ASSERT_TRUE(lease) << "attempt " << i << ": " << lease.error();
+    EXPECT_EQ(lease.release(), ReleaseStatus::kReleased) << "attempt " << i;
+  }
+  Lease held = client.try_acquire("held-while-stalled", settings(1s));
+  ASSERT_TRUE(held) << held.error();
+  std::this_thread::sleep_for(2500ms);  // renewals every 333 ms, each past the stalled instance
+  EXPECT_FALSE(held.lost()) << "renewals on 4 of 5 healthy instances did not keep a 1 s lease";
+  EXPECT_EQ(held.release(), ReleaseStatus::kReleased);
+}
+
+// Finding: a batch of renewals waited for the stalled instance by the longest lease's budget
+// and judged every lease by it, so a short lease was reported renewed after it had run out.
+TEST_F(RedlockStall, ABatchedRenewalNeverReportsAShortLeaseRenewedAfterItRanOut) {
+  BackendConfig backend = config(5, 1000ms).backends["default"];
+  internal::Engine engine =
+      internal::make_redlock_backend(backend, unique_service(), std::make_shared<internal::Metrics>());
+  const Key short_key("short"), long_key("long");
+  for (const Key* key : {&short_key, &long_key}) {
+    const internal::GrantReply grant = engine.lock->acquire(
+        internal::GrantRequest{*key, "owner-" + key->str(), 30s, "", Clock::now() + 1s});
+    ASSERT_EQ(grant.kind, internal::GrantReply::Kind::kAcquired) << grant.error;
+  }
+  instance(0).pause();  // its pooled connection now answers nothing
+  for (int round = 0; round < 3; ++round) {
+    std::vector<internal::RenewItem> items{{&short_key, "owner-short", 300ms}, {&long_key, "owner-long", 30s}};
+    const auto sent = Clock::now();
+    engine.lock->renew(items);
+    const auto took = elapsed_ms(sent);
+    if (items[0].outcome == internal::RenewOutcome::kRenewed) {
+      EXPECT_LT(took, 300) << "round " << round << ": the 300 ms lease was reported renewed after " << took << " ms";
+    }
+    EXPECT_EQ(items[1].outcome, internal::RenewOutcome::kRenewed) << "round " << round;
+  }
+  engine.lock->release(short_key, "owner-short", 0ms);
+  engine.lock->release(long_key, "owner-long", 0ms);
 }
 
 }  // namespace

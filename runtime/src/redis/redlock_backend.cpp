@@ -45,7 +45,7 @@ struct RenewBatch {
   std::vector<LockKeys> keys;
   std::vector<Grant> grants;
   std::vector<ScriptCall> calls;
-  Millis longest{0};
+  Millis shortest{0};
 };
 
 // (instance, item): an instance that lost a key still held by quorum.
@@ -60,7 +60,7 @@ class RedlockBackend final : public Backend {
   GrantReply acquire(const GrantRequest& request) override {
     const auto start = Clock::now();
     const LockKeys keys = lock_keys(service_, request.key.str());
-    RedlockQuorum::Round round = quorum_->borrow();
+    RedlockQuorum::Round round = quorum_->borrow(node_timeout(request.lease));
     const auto deadline = Clock::now() + node_timeout(request.lease);
     // One call, built once (its owner details cost system calls); only the not-after time,
     // on each instance's own clock, differs between the instances.
@@ -73,7 +73,14 @@ class RedlockBackend final : public Backend {
           std::to_string(round.handles[i]->server_time_us(deadline));
       round.ask(i, &calls[i]);
     }
-    quorum_->send(round, deadline);
+    quorum_->send(round, deadline, [this](const std::vector<FanOutRequest>& requests,
+                                          const std::vector<bool>& complete) {
+      std::size_t granted = 0;
+      for (std::size_t i = 0; i < requests.size(); ++i) {
+        granted += complete[i] && grant_of(requests[i].replies[0]).kind == GrantReply::Kind::kAcquired;
+      }
+      return granted >= quorum_->quorum();
+    });
     const GrantTally tally = tally_grants(round);
     const auto elapsed = Clock::now() - start;
     if (tally.granted >= quorum_->quorum() && elapsed < request.lease) {
@@ -91,18 +98,30 @@ class RedlockBackend final : public Backend {
   void renew(std::vector<RenewItem>& items) override {
     const auto sent = Clock::now();
     const RenewBatch batch = renew_batch(items);
-    RedlockQuorum::Round round = quorum_->borrow();
-    const auto deadline = Clock::now() + node_timeout(batch.longest);
+    // The budget is the shortest lease's: a quorum that answers within it renews every
+    // lease of the batch, and each lease is judged by its own length.
+    RedlockQuorum::Round round = quorum_->borrow(node_timeout(batch.shortest));
+    const auto deadline = Clock::now() + node_timeout(batch.shortest);
     for (std::size_t i = 0; i < quorum_->size(); ++i) {
       for (const auto& call : batch.calls) round.ask(i, &call);
     }
-    quorum_->send(round, deadline);
+    quorum_->send(round, deadline, [this, n = items.size()](const std::vector<FanOutRequest>& requests,
+                                                            const std::vector<bool>& complete) {
+      for (std::size_t k = 0; k < n; ++k) {
+        std::size_t renewed = 0;
+        for (std::size_t i = 0; i < requests.size(); ++i) {
+          renewed += complete[i] && renew_outcome_of(requests[i].replies[k]) == RenewOutcome::kRenewed;
+        }
+        if (renewed < quorum_->quorum()) return false;
+      }
+      return true;
+    });
     // Instances that lost a key we still hold by quorum (restarted empty, flushed) get it
     // back, so that the next failure of another instance does not cost the quorum.
     Heal heal;
-    const bool in_time = Clock::now() - sent < batch.longest;
+    const auto took = Clock::now() - sent;
     for (std::size_t k = 0; k < items.size(); ++k) {
-      items[k].outcome = renew_outcome(round, k, in_time, heal);
+      items[k].outcome = renew_outcome(round, k, took < items[k].ttl, heal);
     }
     if (!heal.empty()) restore(items, batch, heal, round);
   }
@@ -114,8 +133,10 @@ class RedlockBackend final : public Backend {
       const LockKeys keys = lock_keys(service_, key.str());
       const Millis keep = keep_for > Millis{0} ? keep_for + drift(keep_for) : Millis{0};
       const ScriptCall call = release_call(keys, owner, keep, grant.token);
-      RedlockQuorum::Round round = quorum_->borrow();
+      RedlockQuorum::Round round = quorum_->borrow(node_timeout(config().command_timeout));
       for (std::size_t i = 0; i < quorum_->size(); ++i) round.ask(i, &call);
+      // Every instance that answers in time: a release cut off at quorum would leave the
+      // key on the stragglers for a lease.
       quorum_->send(round, Clock::now() + config().command_timeout);
       OwnerTally tally;
       std::size_t kept = 0;
@@ -203,7 +224,7 @@ class RedlockBackend final : public Backend {
       batch.grants.push_back(recall(item.owner));
       batch.calls.push_back(renew_call(batch.keys.back(), item.owner, item.ttl + drift(item.ttl),
                                        batch.grants.back().token));
-      batch.longest = std::max(batch.longest, item.ttl);
+      batch.shortest = batch.shortest == Millis{0} ? item.ttl : std::min(batch.shortest, item.ttl);
     }
     return batch;
   }

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "dlock/errors.hpp"
@@ -23,10 +25,30 @@ const Reply& no_connection() {
 
 }  // namespace
 
+// Connections opened for one borrow(), handed over by the background openers while the
+// borrower still waits; after that an opened connection goes to the pool as an idle one.
+struct RedlockQuorum::Delivery {
+  std::mutex mutex;
+  std::condition_variable arrived;
+  std::vector<ConnectionPool::Handle> handles;
+  std::size_t pending = 0;   // openers not yet done
+  std::size_t required = 0;  // of those, instances not known to fail: always waited for
+  std::size_t opened = 0;    // connections handed over
+  bool closed = false;       // the borrower stopped waiting
+};
+
 struct RedlockQuorum::Instance {
   Instance(const Endpoint& endpoint, const BackendConfig& config) : pool(endpoint, config) {}
+  ~Instance() {
+    if (opener.joinable()) opener.join();  // bounded by the connect and command timeouts
+  }
   ConnectionPool pool;
   std::atomic<Clock::rep> skip_until{0};
+  // True while the background open runs; only the thread that set it touches `opener`.
+  std::atomic<bool> opening{false};
+  // The last open or call failed (refused, timed out): not waited for until an open works.
+  std::atomic<bool> failing{false};
+  std::thread opener;
 };
 
 RedlockQuorum::RedlockQuorum(BackendConfig config)
@@ -52,41 +74,82 @@ const Reply& RedlockQuorum::Round::reply(std::size_t i, std::size_t k) const {
   return k < requests[i].replies.size() ? requests[i].replies[k] : no_connection();
 }
 
-RedlockQuorum::Round RedlockQuorum::borrow() {
+RedlockQuorum::Round RedlockQuorum::borrow(Clock::duration wait) {
   Round round;
   round.handles.resize(size());
   round.requests.resize(size());
-  std::vector<std::size_t> missing;
   const auto now = Clock::now();
+  auto delivery = std::make_shared<Delivery>();
+  delivery->handles.resize(size());
+  std::vector<bool> opened(size(), false);
+  std::size_t in_hand = 0;
   for (std::size_t i = 0; i < size(); ++i) {
     round.handles[i] = instances_[i]->pool.take_idle();
-    if (!round.handles[i] && now.time_since_epoch().count() >= instances_[i]->skip_until.load()) {
-      missing.push_back(i);
+    if (round.handles[i]) ++in_hand;
+    if (round.handles[i] || now.time_since_epoch().count() < instances_[i]->skip_until.load()) continue;
+    const bool failing = instances_[i]->failing.load();
+    {
+      std::lock_guard lock(delivery->mutex);
+      ++delivery->pending;
+      delivery->required += failing ? 0 : 1;
+    }
+    if (start_open(i, delivery, !failing)) {
+      opened[i] = true;
+    } else {  // an open is under way already (for another round): not waited for
+      std::lock_guard lock(delivery->mutex);
+      --delivery->pending;
+      delivery->required -= failing ? 0 : 1;
     }
   }
-  auto open = [&](std::size_t i) {
-    std::string error;
-    round.handles[i] = instances_[i]->pool.take(Clock::now() + config_.command_timeout, error);
-    if (!round.handles[i]) {
-      instances_[i]->skip_until = (Clock::now() + kReconnectPause).time_since_epoch().count();
-      log(LogLevel::kDebug, "redlock: {}", error);
-    }
-  };
-  if (missing.size() == 1) {
-    open(missing[0]);
-  } else if (!missing.empty()) {
-    std::vector<std::thread> openers;
-    for (std::size_t i : missing) openers.emplace_back(open, i);
-    for (auto& t : openers) t.join();
+  std::unique_lock lock(delivery->mutex);
+  delivery->arrived.wait_until(lock, now + wait, [&] {
+    return delivery->pending == 0 || (delivery->required == 0 && in_hand + delivery->opened >= quorum_);
+  });
+  delivery->closed = true;
+  for (std::size_t i = 0; i < size(); ++i) {
+    if (opened[i]) round.handles[i] = std::move(delivery->handles[i]);
   }
   return round;
 }
 
-void RedlockQuorum::send(Round& round, Clock::time_point deadline) {
-  fan_out(round.requests, deadline);
+bool RedlockQuorum::start_open(std::size_t i, std::shared_ptr<Delivery> delivery, bool required) {
+  Instance& instance = *instances_[i];
+  if (instance.opening.exchange(true)) return false;
+  if (instance.opener.joinable()) instance.opener.join();  // finished: it cleared `opening`
+  instance.opener = std::thread([this, &instance, i, required, delivery = std::move(delivery)] {
+    std::string error;
+    ConnectionPool::Handle handle = instance.pool.take(Clock::now() + config_.command_timeout, error);
+    if (handle) {
+      instance.failing = false;
+    } else {
+      instance.failing = true;
+      instance.skip_until = (Clock::now() + kReconnectPause).time_since_epoch().count();
+      log(LogLevel::kDebug, "redlock: {}", error);
+    }
+    {
+      std::lock_guard lock(delivery->mutex);
+      if (!delivery->closed) {
+        delivery->opened += handle ? 1 : 0;
+        delivery->handles[i] = std::move(handle);  // else it goes back to the pool, idle
+        --delivery->pending;
+        delivery->required -= required ? 1 : 0;
+        delivery->arrived.notify_all();
+      }
+    }
+    instance.opening = false;
+  });
+  return true;
+}
+
+void RedlockQuorum::send(Round& round, Clock::time_point deadline, const FanOutEnough& enough) {
+  fan_out(round.requests, deadline, enough);
   for (std::size_t i = 0; i < size(); ++i) {
     auto& handle = round.handles[i];
     auto& request = round.requests[i];
+    if (!request.replies.empty() && request.replies[0].status() == Reply::Status::kTimeout &&
+        Clock::now() >= deadline) {
+      instances_[i]->failing = true;  // silent for the whole round (not cut off at quorum)
+    }
     const bool stale = handle && handle.reused() && !request.replies.empty() &&
                        request.replies[0].status() == Reply::Status::kBroken;
     if (!stale || Clock::now() >= deadline) continue;
