@@ -12,6 +12,8 @@
 #include "metrics.hpp"
 #include "redis/keys.hpp"
 #include "redis/redlock_backend.hpp"
+#include "redis/run_records.hpp"
+#include "run_store.hpp"
 
 namespace dlock::test {
 namespace {
@@ -271,6 +273,39 @@ TEST_F(RedlockStall, ABatchedRenewalNeverReportsAShortLeaseRenewedAfterItRanOut)
   }
   engine.lock->release(short_key, "owner-short", 0ms);
   engine.lock->release(long_key, "owner-long", 0ms);
+}
+
+// Finding: a run record left on one instance of three by a claim that reached no quorum made
+// every later claim answer "already ran", so the slot never ran although no run ever held a
+// quorum. "Already ran" needs a quorum agreeing on one earlier run.
+TEST_F(RedlockStall, ARunRecordOnOneInstanceOfThreeDoesNotCountAsARunThatHappened) {
+  BackendConfig backend = config(3).backends["default"];
+  internal::Engine engine =
+      internal::make_redlock_backend(backend, unique_service(), std::make_shared<internal::Metrics>());
+  const Key key("slot:1");
+  // Instance 2 is held by someone else; instances 0 and 1 grant us the lock.
+  RedisAdmin(instance(2)).command({"HSET", lock_key("slot:1"), "owner", "foreign", "token", "1"});
+  RedisAdmin(instance(2)).command({"PEXPIRE", lock_key("slot:1"), "30000"});
+  const internal::GrantReply grant =
+      engine.lock->acquire(internal::GrantRequest{key, "owner-now", 30s, "slot", Clock::now() + 1s});
+  ASSERT_EQ(grant.kind, internal::GrantReply::Kind::kAcquired) << grant.error;
+  // What an earlier claim (1 of 3, the others timed out) left on instance 0.
+  const std::string run_key = internal::runs::run_key(unique_service(), "slot:1");
+  RedisAdmin(instance(0)).command({"HSET", run_key, "owner", "owner-earlier", "token", "1", "name", "slot", "label",
+                                   "", "host", "h", "pid", "1", "started_at_ms", "1", "outcome", "running"});
+  RedisAdmin(instance(0)).command({"PEXPIRE", run_key, "60000"});
+  RunRecord mine;
+  mine.key = "slot:1";
+  mine.owner = "owner-now";
+  mine.token = grant.token;
+  try {
+    const internal::RunClaimReply claim = engine.runs->claim_run(key, mine, 60s);
+    EXPECT_NE(claim.status, ClaimStatus::kAlreadyRan)
+        << "one instance's record (owner " << claim.record.owner << ") was taken for a run that happened";
+  } catch (const BackendUnavailable&) {
+    // No quorum either way: the caller tries again later.
+  }
+  engine.lock->release(key, "owner-now", 0ms);
 }
 
 }  // namespace

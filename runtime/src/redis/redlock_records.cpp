@@ -72,15 +72,20 @@ class RedlockRecords final : public RunStore, public AdminBackend {
           return reply;
         });
     std::size_t claimed = 0;
+    std::size_t not_held = 0;
     const RunClaimReply* ours = nullptr;
-    const RunClaimReply* earlier = nullptr;
+    // Earlier runs by owner: one counts only when a quorum holds its record.
+    std::map<std::string, std::pair<std::size_t, const RunClaimReply*>> earlier;
     for (const auto& claim : answers.per) {
       if (!claim) continue;
       if (claim->status == ClaimStatus::kClaimed) {
         ++claimed;
         if (!ours || claim->record.started_at_ms > ours->record.started_at_ms) ours = &*claim;
-      } else if (claim->status == ClaimStatus::kAlreadyRan && !earlier) {
-        earlier = &*claim;
+      } else if (claim->status == ClaimStatus::kAlreadyRan) {
+        auto& [count, first] = earlier[claim->record.owner];
+        if (count++ == 0) first = &*claim;
+      } else {
+        ++not_held;
       }
     }
     const std::size_t unknown = quorum_->size() - answers.answered;
@@ -90,8 +95,16 @@ class RedlockRecords final : public RunStore, public AdminBackend {
           fmt::format("backend '{}': recording the run: {} of {} instances did not answer ({})",
                       quorum_->config().name, unknown, quorum_->size(), answers.first_error));
     }
-    if (earlier) return *earlier;
-    return RunClaimReply{ClaimStatus::kNotHeld, {}};
+    for (const auto& [owner, seen] : earlier) {
+      if (seen.first >= quorum_->quorum()) return *seen.second;
+    }
+    if (not_held >= quorum_->quorum()) return RunClaimReply{ClaimStatus::kNotHeld, {}};
+    // Records of no quorum (a claim that reached too few instances), a lock held on too few:
+    // neither this run nor an earlier one holds, so the slot is tried again later.
+    throw BackendUnavailable(fmt::format(
+        "backend '{}': recording the run: no quorum agrees ({} claimed, {} earlier run(s) on "
+        "fewer than {} instances, {} not held)",
+        quorum_->config().name, claimed, earlier.size(), quorum_->quorum(), not_held));
   }
 
   bool finish_run(const Key& key, std::string_view owner,
