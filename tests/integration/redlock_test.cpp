@@ -308,5 +308,32 @@ TEST_F(RedlockStall, ARunRecordOnOneInstanceOfThreeDoesNotCountAsARunThatHappene
   engine.lock->release(key, "owner-now", 0ms);
 }
 
+// Finding: a renewal that still reached a quorum restored the key on an instance where the
+// release (called while the renewal was in flight) had already deleted it: an orphan held by
+// nobody for a lease.
+TEST_F(RedlockStall, ARenewalInFlightDuringReleaseDoesNotRestoreTheReleasedKey) {
+  BackendConfig backend = config(3).backends["default"];
+  internal::Engine engine =
+      internal::make_redlock_backend(backend, unique_service(), std::make_shared<internal::Metrics>());
+  const Key key("healed");
+  const internal::GrantReply grant =
+      engine.lock->acquire(internal::GrantRequest{key, "owner-1", 30s, "", Clock::now() + 1s});
+  ASSERT_EQ(grant.kind, internal::GrantReply::Kind::kAcquired) << grant.error;
+  std::vector<internal::RenewItem> items{{&key, "owner-1", 3s}};
+  for (int i = 0; i < 3; ++i) engine.lock->renew(items);  // a pooled connection to each instance
+  // The release reached instance 0 before the renewal did; instance 1 answers the renewal
+  // only after the release has returned.
+  RedisAdmin(instance(0)).command({"DEL", lock_key("healed")});
+  instance(1).pause();
+  std::thread renewal([&] { engine.lock->renew(items); });  // waits up to 300 ms for instance 1
+  std::this_thread::sleep_for(50ms);
+  engine.lock->release(key, "owner-1", 0ms);
+  std::this_thread::sleep_for(50ms);
+  instance(1).resume();
+  renewal.join();
+  EXPECT_FALSE(owner_on(0, "healed").has_value()) << "the renewal re-created the released key on instance 0";
+  RedisAdmin(instance(1)).command({"DEL", lock_key("healed")});
+}
+
 }  // namespace
 }  // namespace dlock::test

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 
@@ -129,6 +130,8 @@ class RedlockBackend final : public Backend {
   ReleaseOutcome release(const Key& key, std::string_view owner,
                          Millis keep_for) noexcept override {
     try {
+      // From here on no renewal restores this owner's key; one restoring it now is waited
+      // for, so that the release below comes after it on every instance.
       const Grant grant = forget(owner);
       const LockKeys keys = lock_keys(service_, key.str());
       const Millis keep = keep_for > Millis{0} ? keep_for + drift(keep_for) : Millis{0};
@@ -281,8 +284,36 @@ class RedlockBackend final : public Backend {
 
   // Grants the keys of `heal` again on the instances that lost them, on the round's
   // connections.
-  void restore(const std::vector<RenewItem>& items, const RenewBatch& batch, const Heal& heal,
+  void restore(const std::vector<RenewItem>& items, const RenewBatch& batch, Heal heal,
                RedlockQuorum::Round& round) {
+    // Only owners not released meanwhile (a release deletes the key on each instance, and
+    // one that got there before the renewal looks like a lost key); they stay marked as
+    // being restored until the restore calls have been answered.
+    std::vector<std::string> marked;
+    {
+      std::lock_guard lock(grants_mutex_);
+      heal.erase(std::remove_if(heal.begin(), heal.end(),
+                                [&](const auto& h) { return grants_.count(items[h.second].owner) == 0; }),
+                 heal.end());
+      for (const auto& [i, k] : heal) {
+        ++restoring_[std::string(items[k].owner)];
+        marked.emplace_back(items[k].owner);
+      }
+    }
+    struct Unmark {
+      RedlockBackend& self;
+      const std::vector<std::string>& owners;
+      ~Unmark() {
+        {
+          std::lock_guard lock(self.grants_mutex_);
+          for (const auto& owner : owners) {
+            if (--self.restoring_[owner] == 0) self.restoring_.erase(owner);
+          }
+        }
+        self.restored_.notify_all();
+      }
+    } unmark{*this, marked};
+    if (heal.empty()) return;
     std::vector<ScriptCall> calls;
     calls.reserve(heal.size());
     std::vector<FanOutRequest> requests(quorum_->size());
@@ -316,12 +347,18 @@ class RedlockBackend final : public Backend {
     auto it = grants_.find(std::string(owner));
     return it == grants_.end() ? Grant{} : it->second;
   }
+  // Forgets the owner's grant, then waits (bounded by the command timeout; a restore takes
+  // at most the per-node timeout) until no renewal is restoring its key.
   Grant forget(std::string_view owner) {
-    std::lock_guard lock(grants_mutex_);
+    std::unique_lock lock(grants_mutex_);
+    Grant grant;
     auto it = grants_.find(std::string(owner));
-    if (it == grants_.end()) return {};
-    Grant grant = std::move(it->second);
-    grants_.erase(it);
+    if (it != grants_.end()) {
+      grant = std::move(it->second);
+      grants_.erase(it);
+    }
+    restored_.wait_for(lock, config().command_timeout,
+                       [&] { return restoring_.find(std::string(owner)) == restoring_.end(); });
     return grant;
   }
 
@@ -339,6 +376,8 @@ class RedlockBackend final : public Backend {
   const std::shared_ptr<Metrics> metrics_;
   std::mutex grants_mutex_;
   std::map<std::string, Grant, std::less<>> grants_;
+  std::map<std::string, int, std::less<>> restoring_;  // owner -> restores in flight
+  std::condition_variable restored_;
   std::once_flag feed_once_;
   std::unique_ptr<ReleaseFeed> feed_;
 };
