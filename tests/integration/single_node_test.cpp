@@ -20,6 +20,9 @@
 #include "redis/keys.hpp"
 #include "redis/lock_scripts.hpp"
 #include "redis/pool.hpp"
+#include "redis/subscriber.hpp"
+#include "metrics.hpp"
+#include "release_signals.hpp"
 
 namespace dlock::test {
 namespace {
@@ -596,6 +599,33 @@ TEST_F(SingleNode, ServerStoppedWithSigstopFailsAsUnavailableWithinTheTimeouts) 
   server.resume();
   EXPECT_EQ(lease.status(), AcquireStatus::kUnavailable);
   EXPECT_LE(took, 2 * 500 + 200);
+}
+
+// Finding: the confirmation of a SUBSCRIBE that was dropped before it arrived (SUBSCRIBE,
+// UNSUBSCRIBE in flight) marked the channel subscribed again, so the next watch's wait for
+// the subscription returned at once while the server had none: a release could be missed.
+TEST_F(SingleNode, ASubscriptionDroppedBeforeItsConfirmationArrivedIsNotReportedConfirmed) {
+  BackendConfig config = single_node_config(server).backends["default"];
+  internal::ReleaseSignals signals;
+  internal::Subscriber subscriber({Endpoint{server.host(), server.port()}}, config, internal::ServerKind::kData,
+                                  signals, std::make_shared<internal::Metrics>());
+  const std::string channel = "dropped-before-confirmed";
+  // Connected, with nothing subscribed yet.
+  subscriber.await_subscribed("nothing", Clock::now() + 300ms);
+  server.pause();
+  subscriber.interest(channel, true);
+  std::this_thread::sleep_for(50ms);  // the SUBSCRIBE is written, its confirmation owed
+  subscriber.interest(channel, false);
+  std::this_thread::sleep_for(50ms);
+  server.resume();
+  RedisAdmin admin(server);
+  ASSERT_TRUE(wait_until([&] {
+    const auto reply = admin.array({"PUBSUB", "NUMSUB", channel});
+    return reply.size() == 2 && reply[1] == "0";
+  }, 2s));
+  std::this_thread::sleep_for(50ms);  // both confirmations have been read
+  EXPECT_FALSE(subscriber.await_subscribed(channel, Clock::now() + 200ms))
+      << "reported subscribed while the server has no subscription";
 }
 
 TEST_F(SingleNode, ClientPauseTimesOutAndTheLateReplyLeavesNoLockBehind) {

@@ -44,6 +44,7 @@ void Subscriber::interest(const std::string& channel, bool wanted) {
   {
     std::lock_guard lock(mutex_);
     pending_.emplace_back(channel, wanted);
+    ++owed_[channel];
     if (!wanted) active_.erase(channel);
   }
   wake();
@@ -66,10 +67,11 @@ void Subscriber::set_endpoints(std::vector<Endpoint> endpoints) {
   next_endpoint_ = 0;
 }
 
-void Subscriber::await_subscribed(const std::string& channel, Clock::time_point deadline) {
+bool Subscriber::await_subscribed(const std::string& channel, Clock::time_point deadline) {
   std::unique_lock lock(mutex_);
   confirmed_cv_.wait_until(lock, deadline,
                            [&] { return stopping_ || down_ || active_.count(channel) > 0; });
+  return active_.count(channel) > 0;
 }
 
 bool Subscriber::connect() {
@@ -106,7 +108,11 @@ bool Subscriber::connect() {
   // Everything wanted now is subscribed afresh; older queued changes are moot.
   pending_.clear();
   active_.clear();
-  for (const auto& channel : signals_.channels()) pending_.emplace_back(channel, true);
+  owed_.clear();
+  for (const auto& channel : signals_.channels()) {
+    pending_.emplace_back(channel, true);
+    ++owed_[channel];
+  }
   return true;
 }
 
@@ -117,6 +123,7 @@ void Subscriber::disconnect(const std::string& why) {
     if (connected_) log(LogLevel::kWarn, "subscriber lost its connection: {}; waiters poll until it is back", why);
     connected_ = false;
     active_.clear();
+    owed_.clear();
   }
   confirmed_cv_.notify_all();
   // Anyone waiting may have missed a release: let them all try again now.
@@ -159,10 +166,17 @@ void Subscriber::read_messages() {
     const std::string channel(message[1].text());
     if (kind == "message") {
       signals_.notify(channel);
-    } else if (kind == "subscribe") {
+    } else if (kind == "subscribe" || kind == "unsubscribe") {
       {
         std::lock_guard lock(mutex_);
-        active_.insert(channel);
+        auto owed = owed_.find(channel);
+        if (owed != owed_.end() && --owed->second == 0) {
+          owed_.erase(owed);
+          // The last command queued for the channel has been answered: its state is the
+          // server's. (An earlier confirmation says nothing while later commands are owed.)
+          if (kind == "subscribe") active_.insert(channel);
+          else active_.erase(channel);
+        }
       }
       confirmed_cv_.notify_all();
     }

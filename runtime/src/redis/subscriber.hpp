@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <deque>
 #include <memory>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -38,8 +39,10 @@ class Subscriber {
 
   /// Queues a SUBSCRIBE (wanted) or UNSUBSCRIBE; ReleaseSignals' interest hook calls this.
   void interest(const std::string& channel, bool wanted);
-  /// Waits until `channel` is subscribed, the server is found unreachable, or `deadline`.
-  void await_subscribed(const std::string& channel, Clock::time_point deadline);
+  /// Waits until `channel` is subscribed, the server is found unreachable, or `deadline`;
+  /// true when the subscription is confirmed. Confirmed means the server answered the last
+  /// SUBSCRIBE or UNSUBSCRIBE queued for the channel, and that one was a SUBSCRIBE.
+  bool await_subscribed(const std::string& channel, Clock::time_point deadline);
   /// Points the subscriber at another server now (after a failover); resubscribes everything.
   void retarget(Endpoint endpoint);
   /// Replaces the servers to try after a failed connect; a live connection stays.
@@ -66,6 +69,9 @@ class Subscriber {
   bool retargeted_ = false;
   std::deque<std::pair<std::string, bool>> pending_;  // (channel, subscribe?)
   std::set<std::string> active_;                        // confirmed subscriptions
+  // Per channel: SUBSCRIBE/UNSUBSCRIBE commands queued or sent on this connection whose
+  // confirmation has not been read. A confirmation counts only when none is owed after it.
+  std::map<std::string, std::size_t> owed_;
   bool connected_ = false;
   bool down_ = false;  // the last connection attempt failed: do not wait for confirmations
   bool stopping_ = false;
