@@ -16,10 +16,12 @@ constexpr Millis kMaxBackoff{1000};
 }  // namespace
 
 Subscriber::Subscriber(std::vector<Endpoint> endpoints, BackendConfig config, ServerKind kind,
-                       ReleaseSignals& signals, std::shared_ptr<Metrics> metrics)
+                       ReleaseSignals& signals, std::shared_ptr<Metrics> metrics,
+                       MessageFilter filter)
     : config_(std::move(config)),
       kind_(kind),
       signals_(signals),
+      filter_(std::move(filter)),
       metrics_(std::move(metrics)),
       wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
       endpoints_(std::move(endpoints)),
@@ -165,7 +167,7 @@ void Subscriber::read_messages() {
     const std::string_view kind = message[0].text();
     const std::string channel(message[1].text());
     if (kind == "message") {
-      signals_.notify(channel);
+      if (!filter_ || filter_(channel, message[2].text())) signals_.notify(channel);
     } else if (kind == "subscribe" || kind == "unsubscribe") {
       {
         std::lock_guard lock(mutex_);
@@ -222,14 +224,14 @@ void Subscriber::run() {
 
 ReleaseFeed::ReleaseFeed(const std::vector<std::vector<Endpoint>>& sources,
                          const BackendConfig& config, std::shared_ptr<Metrics> metrics,
-                         ServerKind kind)
+                         ServerKind kind, const Subscriber::MessageFilter& filter)
     : confirm_timeout_(config.command_timeout),
       signals_([this](const std::string& channel, bool wanted) {
         for (auto& subscriber : subscribers_) subscriber->interest(channel, wanted);
       }) {
   for (const auto& endpoints : sources) {
     subscribers_.push_back(
-        std::make_unique<Subscriber>(endpoints, config, kind, signals_, metrics));
+        std::make_unique<Subscriber>(endpoints, config, kind, signals_, metrics, filter));
   }
 }
 

@@ -13,11 +13,13 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
-#include <memory>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -31,8 +33,12 @@ class Subscriber {
  public:
   /// Listens on the first reachable server of `endpoints` (moving on to the next after a
   /// failed connect) for the channels `signals` has watchers for, and notifies `signals`.
+  /// Which messages wake the channel's watchers (all when empty): a sentinel publishes
+  /// +switch-master for every master it monitors, the payload names which.
+  using MessageFilter = std::function<bool(std::string_view channel, std::string_view payload)>;
+
   Subscriber(std::vector<Endpoint> endpoints, BackendConfig config, ServerKind kind,
-             ReleaseSignals& signals, std::shared_ptr<Metrics> metrics);
+             ReleaseSignals& signals, std::shared_ptr<Metrics> metrics, MessageFilter filter = {});
   ~Subscriber();
   Subscriber(const Subscriber&) = delete;
   Subscriber& operator=(const Subscriber&) = delete;
@@ -59,6 +65,7 @@ class Subscriber {
   const BackendConfig config_;
   const ServerKind kind_;
   ReleaseSignals& signals_;
+  const MessageFilter filter_;
   const std::shared_ptr<Metrics> metrics_;
   int wake_fd_ = -1;
 
@@ -87,7 +94,8 @@ class ReleaseFeed {
  public:
   /// One Subscriber per entry of `sources`, each with the servers it may use, in order.
   ReleaseFeed(const std::vector<std::vector<Endpoint>>& sources, const BackendConfig& config,
-              std::shared_ptr<Metrics> metrics, ServerKind kind = ServerKind::kData);
+              std::shared_ptr<Metrics> metrics, ServerKind kind = ServerKind::kData,
+              const Subscriber::MessageFilter& filter = {});
   ~ReleaseFeed();
 
   /// Arms a watch on `channel` and waits (up to the command timeout) until every reachable
