@@ -310,6 +310,7 @@ class ClusterBackend final : public RoutedBackend {
         refresh_error_.clear();
       }
       ++refreshes_;
+      prune_pools(listeners);
       std::lock_guard lock(feed_mutex_);
       if (feed_) feed_->source(0).set_endpoints(std::move(listeners));
       return;
@@ -322,6 +323,24 @@ class ClusterBackend final : public RoutedBackend {
   std::string last_refresh_error() {
     std::lock_guard lock(map_mutex_);
     return refresh_error_.empty() ? "the slot is not assigned" : refresh_error_;
+  }
+
+  // Drops the pools of nodes that are neither seeds nor in the slot map any more (removed
+  // from the cluster, or left without slots), which closes their idle connections; a call
+  // still using one keeps it until it returns.
+  void prune_pools(const std::vector<Endpoint>& known) {
+    std::vector<std::shared_ptr<ConnectionPool>> dropped;  // closed outside the lock
+    std::lock_guard lock(pools_mutex_);
+    for (auto it = pools_.begin(); it != pools_.end();) {
+      const bool kept = std::any_of(known.begin(), known.end(),
+                                    [&](const Endpoint& e) { return to_string(e) == it->first; });
+      if (kept) {
+        ++it;
+      } else {
+        dropped.push_back(std::move(it->second));
+        it = pools_.erase(it);
+      }
+    }
   }
 
   std::shared_ptr<ConnectionPool> pool_for(const Endpoint& node) {
