@@ -485,6 +485,23 @@ TEST(ServerVersion, ARedisOlderThanSevenIsRefusedWithAClearError) {
   EXPECT_NE(lease.error().find("needs Redis 7.0 or later"), std::string::npos) << lease.error();
 }
 
+// Finding: no limit on replies. hiredis 0.14 allocates an array's element table as soon as
+// `*N` arrives, so one short line from a faulty server cost N * 8 bytes, and the call then
+// waited for the elements until the command timeout.
+TEST(ReplyLimits, AReplyDeclaringMoreElementsThanTheLimitIsRefusedAsUnreadable) {
+  const auto like_redis = redis_like("7.0.15", wall_us);
+  FakeRedis huge([&](const std::vector<std::string>& argv) {
+    if (argv[0] == "EVALSHA" || argv[0] == "EVAL") return std::string("*100000000\r\n");
+    return like_redis(argv);
+  });
+  Config config = fake_config(huge);
+  config.backends["default"].command_timeout = 2s;
+  Client client(config);
+  Lease lease = client.try_acquire("k", settings(30s));
+  EXPECT_EQ(lease.status(), AcquireStatus::kUnavailable);
+  EXPECT_NE(lease.error().find("exceeded the limit"), std::string::npos) << lease.error();
+}
+
 // The sockets a program started now with fork+exec would inherit (popen runs /bin/sh).
 int sockets_inherited_by_a_child() {
   std::FILE* child = ::popen("for f in /proc/$$/fd/*; do readlink \"$f\"; done", "r");

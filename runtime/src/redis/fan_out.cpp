@@ -86,6 +86,10 @@ void run_round(std::vector<FanOutRequest>& requests, std::vector<Round>& rounds,
         if (!reply) break;
         request.replies[round.calls[round.received++]] = std::move(*reply);
       }
+      if (request.conn->broken()) {  // the reader failed (a protocol error, a reply too large)
+        fail_rest(request, round, Reply::Status::kBroken,
+                  fmt::format("connection to {} failed: unreadable reply", to_string(request.conn->endpoint())));
+      }
     }
   }
   for (std::size_t i = 0; i < requests.size(); ++i) {
