@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "dlock/admin.hpp"
 #include "ha_fixtures.hpp"
 #include "metrics.hpp"
 #include "redis/keys.hpp"
@@ -205,6 +206,7 @@ class RedlockStall : public ::testing::Test {
   void TearDown() override {
     for (std::size_t i = 0; i < group_->size(); ++i) {
       if (group_->instance(i).paused()) group_->instance(i).resume();
+      if (!group_->instance(i).running()) group_->instance(i).start();
     }
   }
 
@@ -333,6 +335,23 @@ TEST_F(RedlockStall, ARenewalInFlightDuringReleaseDoesNotRestoreTheReleasedKey) 
   renewal.join();
   EXPECT_FALSE(owner_on(0, "healed").has_value()) << "the renewal re-created the released key on instance 0";
   RedisAdmin(instance(1)).command({"DEL", lock_key("healed")});
+}
+
+// Finding: with 1 of 5 instances answering, force release deleted the key there and said
+// "released", while 4 instances still held the lock for its owner.
+TEST_F(RedlockStall, AForceReleaseThatReachesFewerThanAQuorumDoesNotReportTheLockReleased) {
+  Client holder(config(5));
+  Lease lease = holder.acquire("forced", settings(30s));
+  ASSERT_TRUE(lease) << lease.error();
+  for (std::size_t i = 1; i < 5; ++i) instance(i).kill();
+  const Admin admin{Client(config(5))};
+  try {
+    const auto removed = admin.force_release("forced", "operator");
+    ADD_FAILURE() << "reported released (" << (removed ? "a lock removed" : "no lock")
+                  << ") with 1 of 5 instances answering";
+  } catch (const BackendUnavailable& e) {
+    EXPECT_NE(std::string(e.what()).find("only 1 of 5"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

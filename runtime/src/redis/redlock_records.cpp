@@ -183,6 +183,16 @@ class RedlockRecords final : public RunStore, public AdminBackend {
     }
     std::optional<LockInfo> removed = combine(per, answers.answered_mask(), /*majority=*/false);
     if (removed) record_forced(who, *removed, now_ms, silent);
+    // Deleted on fewer than a quorum: the instances that did not answer may still hold the
+    // lock for its owner (whose next renewal restores the rest), so "released" would be
+    // wrong; what was deleted is in the audit above.
+    if (answers.answered < quorum_->quorum()) {
+      throw BackendUnavailable(fmt::format(
+          "backend '{}': force release reached only {} of {} instances; a quorum is {} ({}): "
+          "{}the lock may still be held; try again when more instances answer",
+          quorum_->config().name, answers.answered, quorum_->size(), quorum_->quorum(),
+          answers.first_error, removed ? "deleted where reached (recorded in the history), but " : ""));
+    }
     return removed;
   }
 
