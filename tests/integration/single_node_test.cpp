@@ -645,6 +645,23 @@ TEST_F(SingleNode, ASubscriptionDroppedBeforeItsConfirmationArrivedIsNotReported
       << "reported subscribed while the server has no subscription";
 }
 
+// Finding: fencing across a failover depended on the promoted server's clock alone (the
+// token is max(counter + 1, server time in us), and the counter may not have reached the
+// replica). The holder's renewals now raise the counter to its token, as Redlock's do: here
+// the server lost both the lock and the counter, as a replica promoted too early would.
+TEST_F(SingleNode, ARenewalRaisesTheTokenCounterOfAServerThatLostItToTheLeasesToken) {
+  Client client(single_node_config(server));
+  Lease lease = client.acquire("fenced-failover", settings(600ms));
+  ASSERT_TRUE(lease);
+  const internal::LockKeys keys = internal::lock_keys(unique_service(), "fenced-failover");
+  RedisAdmin admin(server);
+  admin.command({"DEL", keys.lock, keys.fence});
+  ASSERT_TRUE(wait_until([&] { return lease.lost(); }, 2s)) << "the renewal did not find the key gone";
+  const auto counter = admin.string({"GET", keys.fence});
+  ASSERT_TRUE(counter.has_value()) << "the renewal left the server without a token counter";
+  EXPECT_GE(std::stoull(*counter), lease.token());
+}
+
 TEST_F(SingleNode, ClientPauseTimesOutAndTheLateReplyLeavesNoLockBehind) {
   Config config = single_node_config(server);
   config.backends["default"].command_timeout = 200ms;

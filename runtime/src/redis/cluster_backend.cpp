@@ -100,7 +100,7 @@ class ClusterBackend final : public RoutedBackend {
     for (const auto& item : items) {
       const LockKeys keys = lock_keys(service_, item.key->str());
       slots.push_back(key_slot(keys.lock));
-      calls.push_back(renew_call(keys, item.owner, item.ttl));
+      calls.push_back(renew_call(keys, item.owner, item.ttl, item.token));
     }
     // One pipeline per master for the items its slots hold, as the map says.
     std::map<std::size_t, std::vector<std::size_t>> by_master;
