@@ -354,5 +354,27 @@ TEST_F(RedlockStall, AForceReleaseThatReachesFewerThanAQuorumDoesNotReportTheLoc
   }
 }
 
+// Finding (kBusy with an unknown outcome schedules no clean-up): a busy refusal with an
+// instance that did not answer says the outcome is unknown, and ClientCore::acquire cleans up
+// after any refusal that says so (whatever its kind; LostReply.* in the single-node tests).
+TEST_F(RedlockStall, ABusyRefusalWithAnInstanceThatDidNotAnswerSaysTheOutcomeIsUnknown) {
+  BackendConfig backend = config(3).backends["default"];
+  internal::Engine engine =
+      internal::make_redlock_backend(backend, unique_service(), std::make_shared<internal::Metrics>());
+  const Key key("busy-unknown");
+  ASSERT_EQ(engine.lock->acquire(internal::GrantRequest{key, "warm-up", 30s, "", Clock::now() + 1s}).kind,
+            internal::GrantReply::Kind::kAcquired);
+  engine.lock->release(key, "warm-up", 0ms);
+  RedisAdmin(instance(2)).command({"HSET", lock_key("busy-unknown"), "owner", "foreign", "token", "1"});
+  RedisAdmin(instance(2)).command({"PEXPIRE", lock_key("busy-unknown"), "30000"});
+  instance(1).pause();
+  const internal::GrantReply reply =
+      engine.lock->acquire(internal::GrantRequest{key, "owner-1", 3s, "", Clock::now() + 1s});
+  instance(1).resume();
+  EXPECT_EQ(reply.kind, internal::GrantReply::Kind::kBusy) << reply.error;
+  EXPECT_TRUE(reply.outcome_unknown);
+  RedisAdmin(instance(2)).command({"DEL", lock_key("busy-unknown")});
+}
+
 }  // namespace
 }  // namespace dlock::test
