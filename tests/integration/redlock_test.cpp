@@ -271,7 +271,11 @@ TEST_F(RedlockStall, ABatchedRenewalNeverReportsAShortLeaseRenewedAfterItRanOut)
     if (items[0].outcome == internal::RenewOutcome::kRenewed) {
       EXPECT_LT(took, 300) << "round " << round << ": the 300 ms lease was reported renewed after " << took << " ms";
     }
-    EXPECT_EQ(items[1].outcome, internal::RenewOutcome::kRenewed) << "round " << round;
+    // The 30 s lease shares the short one's budget: renewed, or (a loaded host missing the
+    // 30 ms budget) retried, never lost.
+    EXPECT_TRUE(items[1].outcome == internal::RenewOutcome::kRenewed ||
+                items[1].outcome == internal::RenewOutcome::kUnavailable)
+        << "round " << round << ": outcome " << static_cast<int>(items[1].outcome);
   }
   engine.lock->release(short_key, "owner-short", 0ms);
   engine.lock->release(long_key, "owner-long", 0ms);

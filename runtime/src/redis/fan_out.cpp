@@ -9,9 +9,10 @@
 namespace dlock::internal {
 namespace {
 
-// After `enough`, the stragglers get as long again as the answers so far took, and at least
-// this long (a healthy server's reply can sit a few milliseconds behind on a busy host).
-constexpr Millis kStragglerFloor{5};
+// After `enough`, the stragglers get twice as long as the answers so far took, and at least
+// this long (a healthy server's reply can sit behind on a busy host; cutting it off costs a
+// reconnect).
+constexpr Millis kStragglerFloor{20};
 
 // Which calls of one request go out in this round, and where their replies go.
 struct Round {
@@ -68,7 +69,7 @@ void run_round(std::vector<FanOutRequest>& requests, std::vector<Round>& rounds,
     if (fds.empty()) return;
     if (!cut && settled(requests, rounds, enough)) {
       cut = true;
-      deadline = std::min(deadline, Clock::now() + std::max<Clock::duration>(Clock::now() - started, kStragglerFloor));
+      deadline = std::min(deadline, Clock::now() + std::max<Clock::duration>(2 * (Clock::now() - started), kStragglerFloor));
     }
     const auto left = std::chrono::ceil<Millis>(deadline - Clock::now()).count();
     if (left <= 0 || ::poll(fds.data(), fds.size(), static_cast<int>(left)) == 0) break;

@@ -30,7 +30,7 @@ using FanOutEnough =
 /// Sends every request's calls as a pipeline (EVALSHA; calls answered NOSCRIPT go again as
 /// EVAL) and waits for the replies until `deadline`. A connection that did not answer in
 /// time is left broken, so its pool drops it. With `enough`, the wait ends once it returns
-/// true: the stragglers then get as long again as the answers so far took (at least 5 ms;
+/// true: the stragglers then get twice as long as the answers so far took (at least 20 ms;
 /// a healthy one answers within that), never past `deadline`; those still silent count as
 /// timed out.
 void fan_out(std::vector<FanOutRequest>& requests, Clock::time_point deadline,

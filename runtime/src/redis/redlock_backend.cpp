@@ -61,7 +61,7 @@ class RedlockBackend final : public Backend {
   GrantReply acquire(const GrantRequest& request) override {
     const auto start = Clock::now();
     const LockKeys keys = lock_keys(service_, request.key.str());
-    RedlockQuorum::Round round = quorum_->borrow(node_timeout(request.lease));
+    RedlockQuorum::Round round = quorum_->borrow(node_timeout(request.lease), open_wait(request.lease));
     const auto deadline = Clock::now() + node_timeout(request.lease);
     // One call, built once (its owner details cost system calls); only the not-after time,
     // on each instance's own clock, differs between the instances.
@@ -101,7 +101,7 @@ class RedlockBackend final : public Backend {
     const RenewBatch batch = renew_batch(items);
     // The budget is the shortest lease's: a quorum that answers within it renews every
     // lease of the batch, and each lease is judged by its own length.
-    RedlockQuorum::Round round = quorum_->borrow(node_timeout(batch.shortest));
+    RedlockQuorum::Round round = quorum_->borrow(node_timeout(batch.shortest), open_wait(batch.shortest));
     const auto deadline = Clock::now() + node_timeout(batch.shortest);
     for (std::size_t i = 0; i < quorum_->size(); ++i) {
       for (const auto& call : batch.calls) round.ask(i, &call);
@@ -136,7 +136,7 @@ class RedlockBackend final : public Backend {
       const LockKeys keys = lock_keys(service_, key.str());
       const Millis keep = keep_for > Millis{0} ? keep_for + drift(keep_for) : Millis{0};
       const ScriptCall call = release_call(keys, owner, keep, grant.token);
-      RedlockQuorum::Round round = quorum_->borrow(node_timeout(config().command_timeout));
+      RedlockQuorum::Round round = quorum_->borrow(node_timeout(config().command_timeout), open_wait(config().command_timeout));
       for (std::size_t i = 0; i < quorum_->size(); ++i) round.ask(i, &call);
       // Every instance that answers in time: a release cut off at quorum would leave the
       // key on the stragglers for a lease.
@@ -269,6 +269,12 @@ class RedlockBackend final : public Backend {
   Millis node_timeout(Millis lease) const {
     return std::clamp(lease / 10, kMinNodeTimeout,
                       std::max(kMinNodeTimeout, config().command_timeout));
+  }
+
+  // How long a round waits for connections to instances that have not failed: a third of
+  // the lease (the rest is for the calls), at most an open's own timeouts.
+  Millis open_wait(Millis lease) const {
+    return std::min(lease / 3, config().connect_timeout + config().command_timeout);
   }
 
   // Releases what a failed acquisition got (owner-checked), on the round's connections.

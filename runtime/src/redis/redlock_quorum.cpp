@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <list>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "dlock/errors.hpp"
@@ -40,15 +43,34 @@ struct RedlockQuorum::Delivery {
 struct RedlockQuorum::Instance {
   Instance(const Endpoint& endpoint, const BackendConfig& config) : pool(endpoint, config) {}
   ~Instance() {
-    if (opener.joinable()) opener.join();  // bounded by the connect and command timeouts
+    std::lock_guard lock(openers_mutex);
+    for (auto& opener : openers) opener.thread.join();  // bounded by the open's timeouts
   }
   ConnectionPool pool;
   std::atomic<Clock::rep> skip_until{0};
-  // True while the background open runs; only the thread that set it touches `opener`.
-  std::atomic<bool> opening{false};
-  // The last open or call failed (refused, timed out): not waited for until an open works.
+  // The last open or call failed (refused, timed out): not waited for until an open works,
+  // and opened by one thread at a time.
   std::atomic<bool> failing{false};
-  std::thread opener;
+
+  struct Opener {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::mutex openers_mutex;
+  std::list<Opener> openers;  // running or finished, not yet joined
+
+  // Joins the finished openers; returns how many still run. Under openers_mutex.
+  std::size_t reap() {
+    for (auto it = openers.begin(); it != openers.end();) {
+      if (it->done->load()) {
+        it->thread.join();
+        it = openers.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return openers.size();
+  }
 };
 
 RedlockQuorum::RedlockQuorum(BackendConfig config)
@@ -74,7 +96,7 @@ const Reply& RedlockQuorum::Round::reply(std::size_t i, std::size_t k) const {
   return k < requests[i].replies.size() ? requests[i].replies[k] : no_connection();
 }
 
-RedlockQuorum::Round RedlockQuorum::borrow(Clock::duration wait) {
+RedlockQuorum::Round RedlockQuorum::borrow(Clock::duration wait, Clock::duration open_wait) {
   Round round;
   round.handles.resize(size());
   round.requests.resize(size());
@@ -101,10 +123,20 @@ RedlockQuorum::Round RedlockQuorum::borrow(Clock::duration wait) {
       delivery->required -= failing ? 0 : 1;
     }
   }
+  // Instances not known to fail are waited for up to `open_wait` (a reconnect of a healthy
+  // one takes a few round trips, more on a loaded host); failing ones only up to `wait`, and
+  // not at all once a quorum of connections is in hand.
+  const auto short_deadline = now + wait;
+  const auto long_deadline = now + std::max(wait, open_wait);
   std::unique_lock lock(delivery->mutex);
-  delivery->arrived.wait_until(lock, now + wait, [&] {
-    return delivery->pending == 0 || (delivery->required == 0 && in_hand + delivery->opened >= quorum_);
-  });
+  for (;;) {
+    if (delivery->pending == 0) break;
+    const bool optional_only = delivery->required == 0;
+    if (optional_only && in_hand + delivery->opened >= quorum_) break;
+    const auto at = Clock::now();
+    if (at >= long_deadline || (optional_only && at >= short_deadline)) break;
+    delivery->arrived.wait_until(lock, optional_only ? std::min(short_deadline, long_deadline) : long_deadline);
+  }
   delivery->closed = true;
   for (std::size_t i = 0; i < size(); ++i) {
     if (opened[i]) round.handles[i] = std::move(delivery->handles[i]);
@@ -114,31 +146,44 @@ RedlockQuorum::Round RedlockQuorum::borrow(Clock::duration wait) {
 
 bool RedlockQuorum::start_open(std::size_t i, std::shared_ptr<Delivery> delivery, bool required) {
   Instance& instance = *instances_[i];
-  if (instance.opening.exchange(true)) return false;
-  if (instance.opener.joinable()) instance.opener.join();  // finished: it cleared `opening`
-  instance.opener = std::thread([this, &instance, i, required, delivery = std::move(delivery)] {
-    std::string error;
-    ConnectionPool::Handle handle = instance.pool.take(Clock::now() + config_.command_timeout, error);
-    if (handle) {
-      instance.failing = false;
-    } else {
-      instance.failing = true;
-      instance.skip_until = (Clock::now() + kReconnectPause).time_since_epoch().count();
-      log(LogLevel::kDebug, "redlock: {}", error);
-    }
-    {
-      std::lock_guard lock(delivery->mutex);
-      if (!delivery->closed) {
-        delivery->opened += handle ? 1 : 0;
-        delivery->handles[i] = std::move(handle);  // else it goes back to the pool, idle
-        --delivery->pending;
-        delivery->required -= required ? 1 : 0;
-        delivery->arrived.notify_all();
-      }
-    }
-    instance.opening = false;
-  });
+  std::lock_guard lock(instance.openers_mutex);
+  // A healthy instance gets an open per round that needs one (as many rounds as run at once
+  // need connections); a failing one a single open at a time, whoever asks.
+  if (instance.reap() > 0 && !required) return false;
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  try {
+    instance.openers.push_back(Instance::Opener{
+        std::thread([this, &instance, i, required, done, delivery = std::move(delivery)] {
+          open_in_background(instance, i, *delivery, required);
+          *done = true;
+        }),
+        done});
+  } catch (const std::system_error& e) {  // no thread to be had: not opened this round
+    log(LogLevel::kWarn, "redlock: cannot start a thread to connect to {}: {}", to_string(endpoint(i)),
+        e.what());
+    return false;
+  }
   return true;
+}
+
+void RedlockQuorum::open_in_background(Instance& instance, std::size_t i, Delivery& delivery,
+                                       bool required) {
+  std::string error;
+  ConnectionPool::Handle handle = instance.pool.take(Clock::now() + config_.command_timeout, error);
+  if (handle) {
+    instance.failing = false;
+  } else {
+    instance.failing = true;
+    instance.skip_until = (Clock::now() + kReconnectPause).time_since_epoch().count();
+    log(LogLevel::kDebug, "redlock: {}", error);
+  }
+  std::lock_guard lock(delivery.mutex);
+  if (delivery.closed) return;  // the handle goes back to the pool, idle
+  delivery.opened += handle ? 1 : 0;
+  delivery.handles[i] = std::move(handle);
+  --delivery.pending;
+  delivery.required -= required ? 1 : 0;
+  delivery.arrived.notify_all();
 }
 
 void RedlockQuorum::send(Round& round, Clock::time_point deadline, const FanOutEnough& enough) {
