@@ -43,6 +43,10 @@ struct RenewItem {
   std::string_view owner;
   Millis ttl;
   RenewOutcome outcome = RenewOutcome::kUnavailable;
+  /// The lease's fencing token: a renewal raises the server's token counter to at least
+  /// this, so that a server that lost the counter (a replica promoted before the grant
+  /// reached it) hands out higher tokens whatever its clock says. 0: not raised.
+  std::uint64_t token = 0;
 };
 
 enum class ReleaseOutcome {

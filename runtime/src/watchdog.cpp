@@ -154,6 +154,7 @@ void Watchdog::renew_batch(Backend& backend, const std::vector<std::shared_ptr<L
     const auto ttl =
         std::min<Clock::duration>(lease->settings.lease, lease->hold_deadline() - sent);
     items.push_back(RenewItem{&lease->key, lease->owner, to_millis_ceil(ttl)});
+    items.back().token = lease->token;
   }
   backend.renew(items);
   for (std::size_t i = 0; i < leases.size(); ++i) {

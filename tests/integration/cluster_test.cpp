@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cctype>
 #include <cstdio>
 #include <random>
 #include <thread>
@@ -103,6 +104,62 @@ class ClusterLoop {
   std::atomic<bool> stop_{false};
   std::mutex mutex_;
 };
+
+// Finding: the pool of a node that left the slot map was never dropped, so its connections
+// stayed open for the client's lifetime. Node `gone` gives all its slots away; the next
+// refresh drops its pool, which closes our connection to it.
+TEST(Cluster, ANodeThatLeftTheSlotMapKeepsNoConnectionOfOurs) {
+  RedisClusterGroup::Options options;
+  options.replicas_per_master = 0;
+  RedisClusterGroup cluster(options);
+  cluster.start();
+  const int stay = cluster.master_of_slot(0);
+  const int gone = cluster.master_of_slot(16383);
+  ASSERT_GE(stay, 0);
+  ASSERT_GE(gone, 0);
+  ASSERT_NE(stay, gone);
+  Config config = topology_config(Topology::kCluster, endpoints_of({cluster.node(static_cast<std::size_t>(stay)).endpoint()}));
+  config.backends["default"].command_timeout = 5000ms;
+  std::string key;
+  for (int i = 0; key.empty(); ++i) {
+    const std::string k = "departing:" + std::to_string(i);
+    if (internal::key_slot(internal::lock_keys(config.service, k).lock) == 16383) key = k;
+  }
+  RedisAdmin gone_admin(cluster.node(static_cast<std::size_t>(gone)));
+  // Connections to `gone` other than this admin's own.
+  const auto ours_on_gone = [&] {
+    const std::string list = gone_admin.command({"CLIENT", "LIST"});
+    std::size_t n = 0;
+    for (std::size_t at = 0; (at = list.find("cmd=", at)) != std::string::npos; ++at) {
+      n += list.compare(at, 10, "cmd=client") != 0;
+    }
+    return n;
+  };
+  Client client(config);
+  ASSERT_TRUE(client.try_acquire(key, settings(5s)));  // routed to `gone`, pooled
+  ASSERT_GE(ours_on_gone(), 1u);
+  // All of its slots go to `stay` (CLUSTER NODES: "... myself,master ... 10923-16383").
+  int slots = 0;
+  {
+    const std::string nodes = gone_admin.command({"CLUSTER", "NODES"});
+    const auto line_at = nodes.find("myself");
+    const std::string line = nodes.substr(line_at, nodes.find('\n', line_at) - line_at);
+    std::size_t at = line.find("connected");
+    for (std::size_t next; at != std::string::npos && (next = line.find(' ', at)) != std::string::npos; at = next + 1) {
+      const std::string range = line.substr(next + 1, line.find(' ', next + 1) - next - 1);
+      const auto dash = range.find('-');
+      if (range.empty() || !std::isdigit(static_cast<unsigned char>(range[0]))) continue;
+      slots += dash == std::string::npos ? 1 : std::stoi(range.substr(dash + 1)) - std::stoi(range.substr(0, dash)) + 1;
+    }
+  }
+  ASSERT_GT(slots, 0);
+  const auto reshard = cluster.reshard(static_cast<std::size_t>(gone), static_cast<std::size_t>(stay), slots, 120s);
+  ASSERT_EQ(reshard.status, 0) << reshard.output;
+  ASSERT_TRUE(cluster.wait_ok(30s));
+  ASSERT_TRUE(client.try_acquire(key, settings(5s)));  // MOVED, then a refresh without `gone`
+  EXPECT_TRUE(wait_until([&] { return ours_on_gone() == 0; }, 3s))
+      << ours_on_gone() << " connection(s) of ours still open to a node without slots";
+}
 
 TEST(Cluster, LockLoopOverAThousandKeysSurvivesAReshardAndAManualFailover) {
   RedisClusterGroup cluster;

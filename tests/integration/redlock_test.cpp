@@ -8,8 +8,13 @@
 #include <cstdio>
 #include <thread>
 
+#include "dlock/admin.hpp"
 #include "ha_fixtures.hpp"
+#include "metrics.hpp"
 #include "redis/keys.hpp"
+#include "redis/redlock_backend.hpp"
+#include "redis/run_records.hpp"
+#include "run_store.hpp"
 
 namespace dlock::test {
 namespace {
@@ -183,6 +188,196 @@ TEST(RedlockConfig, TheSameInstanceListedTwiceIsRefusedWhenTheConfigIsLoaded) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("listed twice"), std::string::npos) << e.what();
   }
+}
+
+// Faults that stall rather than refuse: an instance SIGSTOPped keeps accepting TCP
+// connections and answers nothing. One group of five for every test of this fixture; each
+// test resumes what it paused.
+class RedlockStall : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    group_ = new RedlockGroup(5);
+    group_->start();
+  }
+  static void TearDownTestSuite() {
+    delete group_;
+    group_ = nullptr;
+  }
+  void TearDown() override {
+    for (std::size_t i = 0; i < group_->size(); ++i) {
+      if (group_->instance(i).paused()) group_->instance(i).resume();
+      if (!group_->instance(i).running()) group_->instance(i).start();
+    }
+  }
+
+  static Config config(std::size_t instances, Millis command_timeout = 1000ms) {
+    auto all = endpoints_of(group_->endpoints());
+    all.resize(instances);
+    Config c = topology_config(Topology::kRedlock, all);
+    c.backends["default"].command_timeout = command_timeout;
+    return c;
+  }
+  static RedisServer& instance(std::size_t i) { return group_->instance(i); }
+  static std::string lock_key(const std::string& key) {
+    return internal::lock_keys(unique_service(), key).lock;
+  }
+  static std::optional<std::string> owner_on(std::size_t i, const std::string& key) {
+    RedisAdmin admin(group_->instance(i));
+    return admin.string({"HGET", lock_key(key), "owner"});
+  }
+
+  static RedlockGroup* group_;
+};
+
+RedlockGroup* RedlockStall::group_ = nullptr;
+
+// Finding: every call after the first opened a new connection to the stalled instance, and
+// the open (TCP accepted, then AUTH/TIME unanswered) cost the command timeout, longer than
+// the lease: nothing could be acquired although four of five instances were healthy.
+TEST_F(RedlockStall, LeasesUpToTheCommandTimeoutAreGrantedAndRenewedWhileOneInstanceIsStalled) {
+  Client client(config(5, 1000ms));
+  ASSERT_TRUE(client.try_acquire("warm-up", settings(1s)));  // pooled connections to all five
+  instance(0).pause();
+  for (int i = 0; i < 5; ++i) {
+    Lease lease = client.try_acquire("stalled-" + std::to_string(i), settings(1s));
+    ASSERT_TRUE(lease) << "attempt " << i << ": " << lease.error();
+    EXPECT_EQ(lease.release(), ReleaseStatus::kReleased) << "attempt " << i;
+  }
+  Lease held = client.try_acquire("held-while-stalled", settings(1s));
+  ASSERT_TRUE(held) << held.error();
+  std::this_thread::sleep_for(2500ms);  // renewals every 333 ms, each past the stalled instance
+  EXPECT_FALSE(held.lost()) << "renewals on 4 of 5 healthy instances did not keep a 1 s lease";
+  EXPECT_EQ(held.release(), ReleaseStatus::kReleased);
+}
+
+// Finding: a batch of renewals waited for the stalled instance by the longest lease's budget
+// and judged every lease by it, so a short lease was reported renewed after it had run out.
+TEST_F(RedlockStall, ABatchedRenewalNeverReportsAShortLeaseRenewedAfterItRanOut) {
+  BackendConfig backend = config(5, 1000ms).backends["default"];
+  internal::Engine engine =
+      internal::make_redlock_backend(backend, unique_service(), std::make_shared<internal::Metrics>());
+  const Key short_key("short"), long_key("long");
+  for (const Key* key : {&short_key, &long_key}) {
+    const internal::GrantReply grant = engine.lock->acquire(
+        internal::GrantRequest{*key, "owner-" + key->str(), 30s, "", Clock::now() + 1s});
+    ASSERT_EQ(grant.kind, internal::GrantReply::Kind::kAcquired) << grant.error;
+  }
+  instance(0).pause();  // its pooled connection now answers nothing
+  for (int round = 0; round < 3; ++round) {
+    std::vector<internal::RenewItem> items{{&short_key, "owner-short", 300ms}, {&long_key, "owner-long", 30s}};
+    const auto sent = Clock::now();
+    engine.lock->renew(items);
+    const auto took = elapsed_ms(sent);
+    if (items[0].outcome == internal::RenewOutcome::kRenewed) {
+      EXPECT_LT(took, 300) << "round " << round << ": the 300 ms lease was reported renewed after " << took << " ms";
+    }
+    // The 30 s lease shares the short one's budget: renewed, or (a loaded host missing the
+    // 30 ms budget) retried, never lost.
+    EXPECT_TRUE(items[1].outcome == internal::RenewOutcome::kRenewed ||
+                items[1].outcome == internal::RenewOutcome::kUnavailable)
+        << "round " << round << ": outcome " << static_cast<int>(items[1].outcome);
+  }
+  engine.lock->release(short_key, "owner-short", 0ms);
+  engine.lock->release(long_key, "owner-long", 0ms);
+}
+
+// Finding: a run record left on one instance of three by a claim that reached no quorum made
+// every later claim answer "already ran", so the slot never ran although no run ever held a
+// quorum. "Already ran" needs a quorum agreeing on one earlier run.
+TEST_F(RedlockStall, ARunRecordOnOneInstanceOfThreeDoesNotCountAsARunThatHappened) {
+  BackendConfig backend = config(3).backends["default"];
+  internal::Engine engine =
+      internal::make_redlock_backend(backend, unique_service(), std::make_shared<internal::Metrics>());
+  const Key key("slot:1");
+  // Instance 2 is held by someone else; instances 0 and 1 grant us the lock.
+  RedisAdmin(instance(2)).command({"HSET", lock_key("slot:1"), "owner", "foreign", "token", "1"});
+  RedisAdmin(instance(2)).command({"PEXPIRE", lock_key("slot:1"), "30000"});
+  const internal::GrantReply grant =
+      engine.lock->acquire(internal::GrantRequest{key, "owner-now", 30s, "slot", Clock::now() + 1s});
+  ASSERT_EQ(grant.kind, internal::GrantReply::Kind::kAcquired) << grant.error;
+  // What an earlier claim (1 of 3, the others timed out) left on instance 0.
+  const std::string run_key = internal::runs::run_key(unique_service(), "slot:1");
+  RedisAdmin(instance(0)).command({"HSET", run_key, "owner", "owner-earlier", "token", "1", "name", "slot", "label",
+                                   "", "host", "h", "pid", "1", "started_at_ms", "1", "outcome", "running"});
+  RedisAdmin(instance(0)).command({"PEXPIRE", run_key, "60000"});
+  RunRecord mine;
+  mine.key = "slot:1";
+  mine.owner = "owner-now";
+  mine.token = grant.token;
+  try {
+    const internal::RunClaimReply claim = engine.runs->claim_run(key, mine, 60s);
+    EXPECT_NE(claim.status, ClaimStatus::kAlreadyRan)
+        << "one instance's record (owner " << claim.record.owner << ") was taken for a run that happened";
+  } catch (const BackendUnavailable&) {
+    // No quorum either way: the caller tries again later.
+  }
+  engine.lock->release(key, "owner-now", 0ms);
+}
+
+// Finding: a renewal that still reached a quorum restored the key on an instance where the
+// release (called while the renewal was in flight) had already deleted it: an orphan held by
+// nobody for a lease.
+TEST_F(RedlockStall, ARenewalInFlightDuringReleaseDoesNotRestoreTheReleasedKey) {
+  BackendConfig backend = config(3).backends["default"];
+  internal::Engine engine =
+      internal::make_redlock_backend(backend, unique_service(), std::make_shared<internal::Metrics>());
+  const Key key("healed");
+  const internal::GrantReply grant =
+      engine.lock->acquire(internal::GrantRequest{key, "owner-1", 30s, "", Clock::now() + 1s});
+  ASSERT_EQ(grant.kind, internal::GrantReply::Kind::kAcquired) << grant.error;
+  std::vector<internal::RenewItem> items{{&key, "owner-1", 3s}};
+  for (int i = 0; i < 3; ++i) engine.lock->renew(items);  // a pooled connection to each instance
+  // The release reached instance 0 before the renewal did; instance 1 answers the renewal
+  // only after the release has returned.
+  RedisAdmin(instance(0)).command({"DEL", lock_key("healed")});
+  instance(1).pause();
+  std::thread renewal([&] { engine.lock->renew(items); });  // waits up to 300 ms for instance 1
+  std::this_thread::sleep_for(50ms);
+  engine.lock->release(key, "owner-1", 0ms);
+  std::this_thread::sleep_for(50ms);
+  instance(1).resume();
+  renewal.join();
+  EXPECT_FALSE(owner_on(0, "healed").has_value()) << "the renewal re-created the released key on instance 0";
+  RedisAdmin(instance(1)).command({"DEL", lock_key("healed")});
+}
+
+// Finding: with 1 of 5 instances answering, force release deleted the key there and said
+// "released", while 4 instances still held the lock for its owner.
+TEST_F(RedlockStall, AForceReleaseThatReachesFewerThanAQuorumDoesNotReportTheLockReleased) {
+  Client holder(config(5));
+  Lease lease = holder.acquire("forced", settings(30s));
+  ASSERT_TRUE(lease) << lease.error();
+  for (std::size_t i = 1; i < 5; ++i) instance(i).kill();
+  const Admin admin{Client(config(5))};
+  try {
+    const auto removed = admin.force_release("forced", "operator");
+    ADD_FAILURE() << "reported released (" << (removed ? "a lock removed" : "no lock")
+                  << ") with 1 of 5 instances answering";
+  } catch (const BackendUnavailable& e) {
+    EXPECT_NE(std::string(e.what()).find("only 1 of 5"), std::string::npos) << e.what();
+  }
+}
+
+// Finding (kBusy with an unknown outcome schedules no clean-up): a busy refusal with an
+// instance that did not answer says the outcome is unknown, and ClientCore::acquire cleans up
+// after any refusal that says so (whatever its kind; LostReply.* in the single-node tests).
+TEST_F(RedlockStall, ABusyRefusalWithAnInstanceThatDidNotAnswerSaysTheOutcomeIsUnknown) {
+  BackendConfig backend = config(3).backends["default"];
+  internal::Engine engine =
+      internal::make_redlock_backend(backend, unique_service(), std::make_shared<internal::Metrics>());
+  const Key key("busy-unknown");
+  ASSERT_EQ(engine.lock->acquire(internal::GrantRequest{key, "warm-up", 30s, "", Clock::now() + 1s}).kind,
+            internal::GrantReply::Kind::kAcquired);
+  engine.lock->release(key, "warm-up", 0ms);
+  RedisAdmin(instance(2)).command({"HSET", lock_key("busy-unknown"), "owner", "foreign", "token", "1"});
+  RedisAdmin(instance(2)).command({"PEXPIRE", lock_key("busy-unknown"), "30000"});
+  instance(1).pause();
+  const internal::GrantReply reply =
+      engine.lock->acquire(internal::GrantRequest{key, "owner-1", 3s, "", Clock::now() + 1s});
+  instance(1).resume();
+  EXPECT_EQ(reply.kind, internal::GrantReply::Kind::kBusy) << reply.error;
+  EXPECT_TRUE(reply.outcome_unknown);
+  RedisAdmin(instance(2)).command({"DEL", lock_key("busy-unknown")});
 }
 
 }  // namespace

@@ -191,6 +191,51 @@ TEST(Sentinel, WaitReplicasAboveTheReplicaCountIsWarnedAbout) {
   EXPECT_TRUE(warned) << "no warning containing: " << expected;
 }
 
+// Finding: a +switch-master for any master the sentinels monitor woke the lookup of ours.
+// The sentinels here also monitor `ours`, a standalone server; the group's own master fails
+// over, and the client of `ours` must not look its master up for that.
+TEST(Sentinel, ASwitchOfAnotherMasterTriggersNoLookup) {
+  SentinelGroup group(fast_group());
+  group.start();
+  RedisServer::Options standalone;
+  standalone.password = group.options().password;
+  standalone.name = "ours";
+  RedisServer ours(standalone);
+  ours.start();
+  for (std::size_t i = 0; i < 3; ++i) {
+    auto admin = group.sentinel_admin(i);
+    ASSERT_TRUE(admin.ok({"SENTINEL", "MONITOR", "ours", "127.0.0.1", std::to_string(ours.port()), "2"}));
+    ASSERT_TRUE(admin.ok({"SENTINEL", "SET", "ours", "auth-pass", group.options().password}));
+  }
+  Config config = sentinel_config(group, 0);
+  config.backends["default"].master_name = "ours";
+  std::mutex mutex;
+  std::vector<std::string> lookups;
+  set_log_level(LogLevel::kDebug);
+  set_log_sink([&](LogLevel, std::string_view line) {
+    std::lock_guard lock(mutex);
+    if (line.find("looking up master") != std::string_view::npos) lookups.emplace_back(line);
+  });
+  std::size_t seen = 0;
+  {
+    Client client(config);
+    ASSERT_TRUE(client.try_acquire("ours", settings(5s)));  // finds the master, starts the monitor
+    std::this_thread::sleep_for(500ms);                        // subscribed to +switch-master
+    {
+      std::lock_guard lock(mutex);
+      lookups.clear();
+    }
+    (void)group.failover(20s);           // "+switch-master mymaster ..." on every sentinel
+    std::this_thread::sleep_for(1500ms);  // the monitor wakes within its 1 s wait
+    std::lock_guard lock(mutex);
+    seen = lookups.size();
+    for (const auto& line : lookups) std::printf("%s\n", line.c_str());
+  }
+  set_log_sink({});
+  set_log_level(LogLevel::kInfo);
+  EXPECT_EQ(seen, 0u) << "the switch of another master triggered a lookup of ours";
+}
+
 TEST(Sentinel, NoReachableSentinelFailsWithinTheTimeouts) {
   Config config = topology_config(Topology::kSentinel,
                                   {Endpoint{"127.0.0.1", free_loopback_port()},

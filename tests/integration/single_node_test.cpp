@@ -20,6 +20,9 @@
 #include "redis/keys.hpp"
 #include "redis/lock_scripts.hpp"
 #include "redis/pool.hpp"
+#include "redis/subscriber.hpp"
+#include "metrics.hpp"
+#include "release_signals.hpp"
 
 namespace dlock::test {
 namespace {
@@ -482,6 +485,23 @@ TEST(ServerVersion, ARedisOlderThanSevenIsRefusedWithAClearError) {
   EXPECT_NE(lease.error().find("needs Redis 7.0 or later"), std::string::npos) << lease.error();
 }
 
+// Finding: no limit on replies. hiredis 0.14 allocates an array's element table as soon as
+// `*N` arrives, so one short line from a faulty server cost N * 8 bytes, and the call then
+// waited for the elements until the command timeout.
+TEST(ReplyLimits, AReplyDeclaringMoreElementsThanTheLimitIsRefusedAsUnreadable) {
+  const auto like_redis = redis_like("7.0.15", wall_us);
+  FakeRedis huge([&](const std::vector<std::string>& argv) {
+    if (argv[0] == "EVALSHA" || argv[0] == "EVAL") return std::string("*100000000\r\n");
+    return like_redis(argv);
+  });
+  Config config = fake_config(huge);
+  config.backends["default"].command_timeout = 2s;
+  Client client(config);
+  Lease lease = client.try_acquire("k", settings(30s));
+  EXPECT_EQ(lease.status(), AcquireStatus::kUnavailable);
+  EXPECT_NE(lease.error().find("exceeded the limit"), std::string::npos) << lease.error();
+}
+
 // The sockets a program started now with fork+exec would inherit (popen runs /bin/sh).
 int sockets_inherited_by_a_child() {
   std::FILE* child = ::popen("for f in /proc/$$/fd/*; do readlink \"$f\"; done", "r");
@@ -596,6 +616,50 @@ TEST_F(SingleNode, ServerStoppedWithSigstopFailsAsUnavailableWithinTheTimeouts) 
   server.resume();
   EXPECT_EQ(lease.status(), AcquireStatus::kUnavailable);
   EXPECT_LE(took, 2 * 500 + 200);
+}
+
+// Finding: the confirmation of a SUBSCRIBE that was dropped before it arrived (SUBSCRIBE,
+// UNSUBSCRIBE in flight) marked the channel subscribed again, so the next watch's wait for
+// the subscription returned at once while the server had none: a release could be missed.
+TEST_F(SingleNode, ASubscriptionDroppedBeforeItsConfirmationArrivedIsNotReportedConfirmed) {
+  BackendConfig config = single_node_config(server).backends["default"];
+  internal::ReleaseSignals signals;
+  internal::Subscriber subscriber({Endpoint{server.host(), server.port()}}, config, internal::ServerKind::kData,
+                                  signals, std::make_shared<internal::Metrics>());
+  const std::string channel = "dropped-before-confirmed";
+  // Connected, with nothing subscribed yet.
+  subscriber.await_subscribed("nothing", Clock::now() + 300ms);
+  server.pause();
+  subscriber.interest(channel, true);
+  std::this_thread::sleep_for(50ms);  // the SUBSCRIBE is written, its confirmation owed
+  subscriber.interest(channel, false);
+  std::this_thread::sleep_for(50ms);
+  server.resume();
+  RedisAdmin admin(server);
+  ASSERT_TRUE(wait_until([&] {
+    const auto reply = admin.array({"PUBSUB", "NUMSUB", channel});
+    return reply.size() == 2 && reply[1] == "0";
+  }, 2s));
+  std::this_thread::sleep_for(50ms);  // both confirmations have been read
+  EXPECT_FALSE(subscriber.await_subscribed(channel, Clock::now() + 200ms))
+      << "reported subscribed while the server has no subscription";
+}
+
+// Finding: fencing across a failover depended on the promoted server's clock alone (the
+// token is max(counter + 1, server time in us), and the counter may not have reached the
+// replica). The holder's renewals now raise the counter to its token, as Redlock's do: here
+// the server lost both the lock and the counter, as a replica promoted too early would.
+TEST_F(SingleNode, ARenewalRaisesTheTokenCounterOfAServerThatLostItToTheLeasesToken) {
+  Client client(single_node_config(server));
+  Lease lease = client.acquire("fenced-failover", settings(600ms));
+  ASSERT_TRUE(lease);
+  const internal::LockKeys keys = internal::lock_keys(unique_service(), "fenced-failover");
+  RedisAdmin admin(server);
+  admin.command({"DEL", keys.lock, keys.fence});
+  ASSERT_TRUE(wait_until([&] { return lease.lost(); }, 2s)) << "the renewal did not find the key gone";
+  const auto counter = admin.string({"GET", keys.fence});
+  ASSERT_TRUE(counter.has_value()) << "the renewal left the server without a token counter";
+  EXPECT_GE(std::stoull(*counter), lease.token());
 }
 
 TEST_F(SingleNode, ClientPauseTimesOutAndTheLateReplyLeavesNoLockBehind) {

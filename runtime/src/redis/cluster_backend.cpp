@@ -104,7 +104,7 @@ class ClusterBackend final : public RoutedBackend {
     for (const auto& item : items) {
       const LockKeys keys = lock_keys(service_, item.key->str());
       slots.push_back(key_slot(keys.lock));
-      calls.push_back(renew_call(keys, item.owner, item.ttl));
+      calls.push_back(renew_call(keys, item.owner, item.ttl, item.token));
     }
     // One pipeline per master for the items its slots hold, as the map says.
     std::map<std::size_t, std::vector<std::size_t>> by_master;
@@ -321,6 +321,7 @@ class ClusterBackend final : public RoutedBackend {
         refresh_error_.clear();
       }
       ++refreshes_;
+      prune_pools(listeners);
       std::lock_guard lock(feed_mutex_);
       if (feed_) feed_->source(0).set_endpoints(std::move(listeners));
       return;
@@ -333,6 +334,24 @@ class ClusterBackend final : public RoutedBackend {
   std::string last_refresh_error() {
     std::lock_guard lock(map_mutex_);
     return refresh_error_.empty() ? "the slot is not assigned" : refresh_error_;
+  }
+
+  // Drops the pools of nodes that are neither seeds nor in the slot map any more (removed
+  // from the cluster, or left without slots), which closes their idle connections; a call
+  // still using one keeps it until it returns.
+  void prune_pools(const std::vector<Endpoint>& known) {
+    std::vector<std::shared_ptr<ConnectionPool>> dropped;  // closed outside the lock
+    std::lock_guard lock(pools_mutex_);
+    for (auto it = pools_.begin(); it != pools_.end();) {
+      const bool kept = std::any_of(known.begin(), known.end(),
+                                    [&](const Endpoint& e) { return to_string(e) == it->first; });
+      if (kept) {
+        ++it;
+      } else {
+        dropped.push_back(std::move(it->second));
+        it = pools_.erase(it);
+      }
+    }
   }
 
   std::shared_ptr<ConnectionPool> pool_for(const Endpoint& node) {

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -151,6 +152,75 @@ std::optional<Redirect> Reply::redirect(const Endpoint& from) const {
   return out;
 }
 
+// hiredis 0.14's own reply constructors, with limits: the same objects (freeReplyObject
+// frees them), refused (NULL, which fails the reader) above kMaxReplyElements elements or
+// kMaxReplyString bytes.
+struct ReplyLimits {
+  static void refuse(const redisReadTask* task) {
+    if (task->privdata != nullptr) static_cast<Connection*>(task->privdata)->reply_too_large_ = true;
+  }
+  static redisReply* make(const redisReadTask* task, int type) {
+    auto* r = static_cast<redisReply*>(std::calloc(1, sizeof(redisReply)));
+    if (r == nullptr) return nullptr;
+    r->type = type;
+    if (task->parent != nullptr) {
+      static_cast<redisReply*>(task->parent->obj)->element[task->idx] = r;
+    }
+    return r;
+  }
+  static void* create_string(const redisReadTask* task, char* str, size_t len) {
+    if (len > kMaxReplyString) {
+      refuse(task);
+      return nullptr;
+    }
+    auto* buf = static_cast<char*>(std::malloc(len + 1));
+    if (buf == nullptr) return nullptr;
+    redisReply* r = make(task, task->type);
+    if (r == nullptr) {
+      std::free(buf);
+      return nullptr;
+    }
+    std::memcpy(buf, str, len);
+    buf[len] = '\0';
+    r->str = buf;
+    r->len = len;
+    return r;
+  }
+  static void* create_array(const redisReadTask* task, int elements) {
+    if (elements > kMaxReplyElements) {
+      refuse(task);
+      return nullptr;
+    }
+    redisReply** table = nullptr;
+    if (elements > 0) {
+      table = static_cast<redisReply**>(std::calloc(static_cast<size_t>(elements), sizeof(redisReply*)));
+      if (table == nullptr) return nullptr;
+    }
+    redisReply* r = make(task, REDIS_REPLY_ARRAY);
+    if (r == nullptr) {
+      std::free(table);
+      return nullptr;
+    }
+    r->element = table;
+    r->elements = static_cast<size_t>(std::max(elements, 0));
+    return r;
+  }
+  static void* create_integer(const redisReadTask* task, long long value) {
+    redisReply* r = make(task, REDIS_REPLY_INTEGER);
+    if (r != nullptr) r->integer = value;
+    return r;
+  }
+  static void* create_nil(const redisReadTask* task) { return make(task, REDIS_REPLY_NIL); }
+  static void free_object(void* reply) { freeReplyObject(reply); }
+
+  static void install(redisContext* ctx, Connection* conn) {
+    static redisReplyObjectFunctions functions{create_string, create_array, create_integer,
+                                               create_nil, free_object};
+    ctx->reader->fn = &functions;
+    ctx->reader->privdata = conn;
+  }
+};
+
 std::unique_ptr<Connection> Connection::open(const Endpoint& endpoint, const BackendConfig& config,
                                              std::string& error, ServerKind kind) {
   redisContext* ctx = redisConnectWithTimeout(endpoint.host.c_str(), endpoint.port,
@@ -170,6 +240,7 @@ std::unique_ptr<Connection> Connection::open(const Endpoint& endpoint, const Bac
   redisSetTimeout(ctx, to_timeval(config.command_timeout));
   redisEnableKeepAlive(ctx);
   std::unique_ptr<Connection> conn(new Connection(ctx, endpoint));
+  ReplyLimits::install(ctx, conn.get());
   if (!config.password.empty()) {
     Reply auth = config.username.empty()
                      ? conn->command({"AUTH", config.password})
@@ -279,6 +350,12 @@ Reply Connection::fail_from_context() {
     return Reply::failed(
         Reply::Status::kTimeout,
         fmt::format("no reply from {} within the command timeout", to_string(endpoint_)));
+  }
+  if (reply_too_large_) {
+    return Reply::failed(Reply::Status::kBroken,
+                         fmt::format("connection to {} failed: a reply exceeded the limit of {} elements or {} "
+                                     "bytes per string",
+                                     to_string(endpoint_), kMaxReplyElements, kMaxReplyString));
   }
   return Reply::failed(Reply::Status::kBroken,
                        fmt::format("connection to {} failed: {}", to_string(endpoint_),

@@ -103,6 +103,13 @@ inline constexpr std::chrono::minutes kClockRemeasure{1};
 /// its code (READONLY, MASTERDOWN), which is how a demoted master is noticed.
 inline constexpr int kMinimumRedisMajor = 7;
 
+/// Limits on one reply, so that a faulty or hostile server cannot make the reader allocate
+/// at will (hiredis 0.14 allocates an array's element table as soon as `*N` arrives and has
+/// no limits of its own). dlock's replies are a few elements and short strings; admin scans
+/// come in pages.
+inline constexpr long long kMaxReplyElements = 1 << 20;
+inline constexpr std::size_t kMaxReplyString = std::size_t{64} << 20;
+
 /// A data server has a dataset and a clock; a sentinel has neither (no SELECT, no TIME).
 enum class ServerKind { kData, kSentinel };
 
@@ -160,6 +167,10 @@ class Connection {
   redisContext* ctx_;
   Endpoint endpoint_;
   bool broken_ = false;
+  // Set by the reply reader (connection.cpp) when a reply exceeded kMaxReplyElements or
+  // kMaxReplyString: the reader then fails, and the connection says why.
+  bool reply_too_large_ = false;
+  friend struct ReplyLimits;
   std::int64_t server_offset_us_ = 0;  // server time minus steady time
   Clock::time_point clock_measured_at_{};
   bool clock_trusted_ = false;

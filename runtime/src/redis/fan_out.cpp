@@ -2,10 +2,17 @@
 
 #include <poll.h>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace dlock::internal {
 namespace {
+
+// After `enough`, the stragglers get twice as long as the answers so far took, and at least
+// this long (a healthy server's reply can sit behind on a busy host; cutting it off costs a
+// reconnect).
+constexpr Millis kStragglerFloor{20};
 
 // Which calls of one request go out in this round, and where their replies go.
 struct Round {
@@ -19,9 +26,26 @@ void fail_rest(FanOutRequest& request, Round& round, Reply::Status status, const
   }
 }
 
-// Sends the round's calls (as EVAL when `eval`) and reads their replies until `deadline`.
+bool settled(const std::vector<FanOutRequest>& requests, const std::vector<Round>& rounds,
+             const FanOutEnough& enough) {
+  if (!enough) return false;
+  std::vector<bool> complete(requests.size());
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    complete[i] = !requests[i].calls.empty() && rounds[i].received == rounds[i].calls.size();
+    // A reply of an earlier round (before NOSCRIPT) is not complete until retried.
+    for (const auto& reply : requests[i].replies) {
+      complete[i] = complete[i] && reply.server_error() != ServerError::kNoScript;
+    }
+  }
+  return enough(requests, complete);
+}
+
+// Sends the round's calls (as EVAL when `eval`) and reads their replies until `deadline`,
+// or shortly after `enough` says the replies settle the question.
 void run_round(std::vector<FanOutRequest>& requests, std::vector<Round>& rounds, bool eval,
-               Clock::time_point deadline) {
+               Clock::time_point deadline, const FanOutEnough& enough) {
+  const auto started = Clock::now();
+  bool cut = false;
   for (std::size_t i = 0; i < requests.size(); ++i) {
     auto& request = requests[i];
     if (rounds[i].calls.empty()) continue;
@@ -43,6 +67,10 @@ void run_round(std::vector<FanOutRequest>& requests, std::vector<Round>& rounds,
       }
     }
     if (fds.empty()) return;
+    if (!cut && settled(requests, rounds, enough)) {
+      cut = true;
+      deadline = std::min(deadline, Clock::now() + std::max<Clock::duration>(2 * (Clock::now() - started), kStragglerFloor));
+    }
     const auto left = std::chrono::ceil<Millis>(deadline - Clock::now()).count();
     if (left <= 0 || ::poll(fds.data(), fds.size(), static_cast<int>(left)) == 0) break;
     for (std::size_t f = 0; f < fds.size(); ++f) {
@@ -59,6 +87,10 @@ void run_round(std::vector<FanOutRequest>& requests, std::vector<Round>& rounds,
         if (!reply) break;
         request.replies[round.calls[round.received++]] = std::move(*reply);
       }
+      if (request.conn->broken()) {  // the reader failed (a protocol error, a reply too large)
+        fail_rest(request, round, Reply::Status::kBroken,
+                  fmt::format("connection to {} failed: unreadable reply", to_string(request.conn->endpoint())));
+      }
     }
   }
   for (std::size_t i = 0; i < requests.size(); ++i) {
@@ -72,7 +104,8 @@ void run_round(std::vector<FanOutRequest>& requests, std::vector<Round>& rounds,
 
 }  // namespace
 
-void fan_out(std::vector<FanOutRequest>& requests, Clock::time_point deadline) {
+void fan_out(std::vector<FanOutRequest>& requests, Clock::time_point deadline,
+             const FanOutEnough& enough) {
   SigpipeGuard no_sigpipe;  // once for all the writes below
   std::vector<Round> rounds(requests.size());
   for (std::size_t i = 0; i < requests.size(); ++i) {
@@ -87,7 +120,7 @@ void fan_out(std::vector<FanOutRequest>& requests, Clock::time_point deadline) {
       }
     }
   }
-  run_round(requests, rounds, false, deadline);
+  run_round(requests, rounds, false, deadline, enough);
   bool again = false;
   for (std::size_t i = 0; i < requests.size(); ++i) {
     rounds[i] = Round{};
@@ -98,7 +131,7 @@ void fan_out(std::vector<FanOutRequest>& requests, Clock::time_point deadline) {
       }
     }
   }
-  if (again) run_round(requests, rounds, true, deadline);
+  if (again) run_round(requests, rounds, true, deadline, enough);
 }
 
 }  // namespace dlock::internal

@@ -9,6 +9,7 @@
 //   // requests[i].replies: one per call; kTimeout for those not answered in time
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "redis/scripts.hpp"
@@ -21,9 +22,18 @@ struct FanOutRequest {
   std::vector<Reply> replies;  ///< out: one per call, in order
 };
 
+/// Whether the replies so far settle the question (a quorum answered): `complete[i]` says
+/// that request i has calls and all their replies.
+using FanOutEnough =
+    std::function<bool(const std::vector<FanOutRequest>& requests, const std::vector<bool>& complete)>;
+
 /// Sends every request's calls as a pipeline (EVALSHA; calls answered NOSCRIPT go again as
 /// EVAL) and waits for the replies until `deadline`. A connection that did not answer in
-/// time is left broken, so its pool drops it.
-void fan_out(std::vector<FanOutRequest>& requests, Clock::time_point deadline);
+/// time is left broken, so its pool drops it. With `enough`, the wait ends once it returns
+/// true: the stragglers then get twice as long as the answers so far took (at least 20 ms;
+/// a healthy one answers within that), never past `deadline`; those still silent count as
+/// timed out.
+void fan_out(std::vector<FanOutRequest>& requests, Clock::time_point deadline,
+             const FanOutEnough& enough = {});
 
 }  // namespace dlock::internal

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 
@@ -45,7 +46,7 @@ struct RenewBatch {
   std::vector<LockKeys> keys;
   std::vector<Grant> grants;
   std::vector<ScriptCall> calls;
-  Millis longest{0};
+  Millis shortest{0};
 };
 
 // (instance, item): an instance that lost a key still held by quorum.
@@ -60,7 +61,7 @@ class RedlockBackend final : public Backend {
   GrantReply acquire(const GrantRequest& request) override {
     const auto start = Clock::now();
     const LockKeys keys = lock_keys(service_, request.key.str());
-    RedlockQuorum::Round round = quorum_->borrow();
+    RedlockQuorum::Round round = quorum_->borrow(node_timeout(request.lease), open_wait(request.lease));
     const auto deadline = Clock::now() + node_timeout(request.lease);
     // One call, built once (its owner details cost system calls); only the not-after time,
     // on each instance's own clock, differs between the instances.
@@ -73,7 +74,14 @@ class RedlockBackend final : public Backend {
           std::to_string(round.handles[i]->server_time_us(deadline));
       round.ask(i, &calls[i]);
     }
-    quorum_->send(round, deadline);
+    quorum_->send(round, deadline, [this](const std::vector<FanOutRequest>& requests,
+                                          const std::vector<bool>& complete) {
+      std::size_t granted = 0;
+      for (std::size_t i = 0; i < requests.size(); ++i) {
+        granted += complete[i] && grant_of(requests[i].replies[0]).kind == GrantReply::Kind::kAcquired;
+      }
+      return granted >= quorum_->quorum();
+    });
     const GrantTally tally = tally_grants(round);
     const auto elapsed = Clock::now() - start;
     if (tally.granted >= quorum_->quorum() && elapsed < request.lease) {
@@ -91,18 +99,30 @@ class RedlockBackend final : public Backend {
   void renew(std::vector<RenewItem>& items) override {
     const auto sent = Clock::now();
     const RenewBatch batch = renew_batch(items);
-    RedlockQuorum::Round round = quorum_->borrow();
-    const auto deadline = Clock::now() + node_timeout(batch.longest);
+    // The budget is the shortest lease's: a quorum that answers within it renews every
+    // lease of the batch, and each lease is judged by its own length.
+    RedlockQuorum::Round round = quorum_->borrow(node_timeout(batch.shortest), open_wait(batch.shortest));
+    const auto deadline = Clock::now() + node_timeout(batch.shortest);
     for (std::size_t i = 0; i < quorum_->size(); ++i) {
       for (const auto& call : batch.calls) round.ask(i, &call);
     }
-    quorum_->send(round, deadline);
+    quorum_->send(round, deadline, [this, n = items.size()](const std::vector<FanOutRequest>& requests,
+                                                            const std::vector<bool>& complete) {
+      for (std::size_t k = 0; k < n; ++k) {
+        std::size_t renewed = 0;
+        for (std::size_t i = 0; i < requests.size(); ++i) {
+          renewed += complete[i] && renew_outcome_of(requests[i].replies[k]) == RenewOutcome::kRenewed;
+        }
+        if (renewed < quorum_->quorum()) return false;
+      }
+      return true;
+    });
     // Instances that lost a key we still hold by quorum (restarted empty, flushed) get it
     // back, so that the next failure of another instance does not cost the quorum.
     Heal heal;
-    const bool in_time = Clock::now() - sent < batch.longest;
+    const auto took = Clock::now() - sent;
     for (std::size_t k = 0; k < items.size(); ++k) {
-      items[k].outcome = renew_outcome(round, k, in_time, heal);
+      items[k].outcome = renew_outcome(round, k, took < items[k].ttl, heal);
     }
     if (!heal.empty()) restore(items, batch, heal, round);
   }
@@ -110,12 +130,16 @@ class RedlockBackend final : public Backend {
   ReleaseOutcome release(const Key& key, std::string_view owner,
                          Millis keep_for) noexcept override {
     try {
+      // From here on no renewal restores this owner's key; one restoring it now is waited
+      // for, so that the release below comes after it on every instance.
       const Grant grant = forget(owner);
       const LockKeys keys = lock_keys(service_, key.str());
       const Millis keep = keep_for > Millis{0} ? keep_for + drift(keep_for) : Millis{0};
       const ScriptCall call = release_call(keys, owner, keep, grant.token);
-      RedlockQuorum::Round round = quorum_->borrow();
+      RedlockQuorum::Round round = quorum_->borrow(node_timeout(config().command_timeout), open_wait(config().command_timeout));
       for (std::size_t i = 0; i < quorum_->size(); ++i) round.ask(i, &call);
+      // Every instance that answers in time: a release cut off at quorum would leave the
+      // key on the stragglers for a lease.
       quorum_->send(round, Clock::now() + config().command_timeout);
       OwnerTally tally;
       std::size_t kept = 0;
@@ -203,7 +227,7 @@ class RedlockBackend final : public Backend {
       batch.grants.push_back(recall(item.owner));
       batch.calls.push_back(renew_call(batch.keys.back(), item.owner, item.ttl + drift(item.ttl),
                                        batch.grants.back().token));
-      batch.longest = std::max(batch.longest, item.ttl);
+      batch.shortest = batch.shortest == Millis{0} ? item.ttl : std::min(batch.shortest, item.ttl);
     }
     return batch;
   }
@@ -247,6 +271,12 @@ class RedlockBackend final : public Backend {
                       std::max(kMinNodeTimeout, config().command_timeout));
   }
 
+  // How long a round waits for connections to instances that have not failed: a third of
+  // the lease (the rest is for the calls), at most an open's own timeouts.
+  Millis open_wait(Millis lease) const {
+    return std::min(lease / 3, config().connect_timeout + config().command_timeout);
+  }
+
   // Releases what a failed acquisition got (owner-checked), on the round's connections.
   void undo(const LockKeys& keys, std::string_view owner, const std::vector<bool>& ours,
             RedlockQuorum::Round& round, Millis lease) {
@@ -260,8 +290,36 @@ class RedlockBackend final : public Backend {
 
   // Grants the keys of `heal` again on the instances that lost them, on the round's
   // connections.
-  void restore(const std::vector<RenewItem>& items, const RenewBatch& batch, const Heal& heal,
+  void restore(const std::vector<RenewItem>& items, const RenewBatch& batch, Heal heal,
                RedlockQuorum::Round& round) {
+    // Only owners not released meanwhile (a release deletes the key on each instance, and
+    // one that got there before the renewal looks like a lost key); they stay marked as
+    // being restored until the restore calls have been answered.
+    std::vector<std::string> marked;
+    {
+      std::lock_guard lock(grants_mutex_);
+      heal.erase(std::remove_if(heal.begin(), heal.end(),
+                                [&](const auto& h) { return grants_.count(items[h.second].owner) == 0; }),
+                 heal.end());
+      for (const auto& [i, k] : heal) {
+        ++restoring_[std::string(items[k].owner)];
+        marked.emplace_back(items[k].owner);
+      }
+    }
+    struct Unmark {
+      RedlockBackend& self;
+      const std::vector<std::string>& owners;
+      ~Unmark() {
+        {
+          std::lock_guard lock(self.grants_mutex_);
+          for (const auto& owner : owners) {
+            if (--self.restoring_[owner] == 0) self.restoring_.erase(owner);
+          }
+        }
+        self.restored_.notify_all();
+      }
+    } unmark{*this, marked};
+    if (heal.empty()) return;
     std::vector<ScriptCall> calls;
     calls.reserve(heal.size());
     std::vector<FanOutRequest> requests(quorum_->size());
@@ -295,12 +353,18 @@ class RedlockBackend final : public Backend {
     auto it = grants_.find(std::string(owner));
     return it == grants_.end() ? Grant{} : it->second;
   }
+  // Forgets the owner's grant, then waits (bounded by the command timeout; a restore takes
+  // at most the per-node timeout) until no renewal is restoring its key.
   Grant forget(std::string_view owner) {
-    std::lock_guard lock(grants_mutex_);
+    std::unique_lock lock(grants_mutex_);
+    Grant grant;
     auto it = grants_.find(std::string(owner));
-    if (it == grants_.end()) return {};
-    Grant grant = std::move(it->second);
-    grants_.erase(it);
+    if (it != grants_.end()) {
+      grant = std::move(it->second);
+      grants_.erase(it);
+    }
+    restored_.wait_for(lock, config().command_timeout,
+                       [&] { return restoring_.find(std::string(owner)) == restoring_.end(); });
     return grant;
   }
 
@@ -318,6 +382,8 @@ class RedlockBackend final : public Backend {
   const std::shared_ptr<Metrics> metrics_;
   std::mutex grants_mutex_;
   std::map<std::string, Grant, std::less<>> grants_;
+  std::map<std::string, int, std::less<>> restoring_;  // owner -> restores in flight
+  std::condition_variable restored_;
   std::once_flag feed_once_;
   std::unique_ptr<ReleaseFeed> feed_;
 };

@@ -2,7 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <list>
+#include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "dlock/errors.hpp"
@@ -23,10 +28,49 @@ const Reply& no_connection() {
 
 }  // namespace
 
+// Connections opened for one borrow(), handed over by the background openers while the
+// borrower still waits; after that an opened connection goes to the pool as an idle one.
+struct RedlockQuorum::Delivery {
+  std::mutex mutex;
+  std::condition_variable arrived;
+  std::vector<ConnectionPool::Handle> handles;
+  std::size_t pending = 0;   // openers not yet done
+  std::size_t required = 0;  // of those, instances not known to fail: always waited for
+  std::size_t opened = 0;    // connections handed over
+  bool closed = false;       // the borrower stopped waiting
+};
+
 struct RedlockQuorum::Instance {
   Instance(const Endpoint& endpoint, const BackendConfig& config) : pool(endpoint, config) {}
+  ~Instance() {
+    std::lock_guard lock(openers_mutex);
+    for (auto& opener : openers) opener.thread.join();  // bounded by the open's timeouts
+  }
   ConnectionPool pool;
   std::atomic<Clock::rep> skip_until{0};
+  // The last open or call failed (refused, timed out): not waited for until an open works,
+  // and opened by one thread at a time.
+  std::atomic<bool> failing{false};
+
+  struct Opener {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::mutex openers_mutex;
+  std::list<Opener> openers;  // running or finished, not yet joined
+
+  // Joins the finished openers; returns how many still run. Under openers_mutex.
+  std::size_t reap() {
+    for (auto it = openers.begin(); it != openers.end();) {
+      if (it->done->load()) {
+        it->thread.join();
+        it = openers.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return openers.size();
+  }
 };
 
 RedlockQuorum::RedlockQuorum(BackendConfig config)
@@ -52,41 +96,105 @@ const Reply& RedlockQuorum::Round::reply(std::size_t i, std::size_t k) const {
   return k < requests[i].replies.size() ? requests[i].replies[k] : no_connection();
 }
 
-RedlockQuorum::Round RedlockQuorum::borrow() {
+RedlockQuorum::Round RedlockQuorum::borrow(Clock::duration wait, Clock::duration open_wait) {
   Round round;
   round.handles.resize(size());
   round.requests.resize(size());
-  std::vector<std::size_t> missing;
   const auto now = Clock::now();
+  auto delivery = std::make_shared<Delivery>();
+  delivery->handles.resize(size());
+  std::vector<bool> opened(size(), false);
+  std::size_t in_hand = 0;
   for (std::size_t i = 0; i < size(); ++i) {
     round.handles[i] = instances_[i]->pool.take_idle();
-    if (!round.handles[i] && now.time_since_epoch().count() >= instances_[i]->skip_until.load()) {
-      missing.push_back(i);
+    if (round.handles[i]) ++in_hand;
+    if (round.handles[i] || now.time_since_epoch().count() < instances_[i]->skip_until.load()) continue;
+    const bool failing = instances_[i]->failing.load();
+    {
+      std::lock_guard lock(delivery->mutex);
+      ++delivery->pending;
+      delivery->required += failing ? 0 : 1;
+    }
+    if (start_open(i, delivery, !failing)) {
+      opened[i] = true;
+    } else {  // an open is under way already (for another round): not waited for
+      std::lock_guard lock(delivery->mutex);
+      --delivery->pending;
+      delivery->required -= failing ? 0 : 1;
     }
   }
-  auto open = [&](std::size_t i) {
-    std::string error;
-    round.handles[i] = instances_[i]->pool.take(Clock::now() + config_.command_timeout, error);
-    if (!round.handles[i]) {
-      instances_[i]->skip_until = (Clock::now() + kReconnectPause).time_since_epoch().count();
-      log(LogLevel::kDebug, "redlock: {}", error);
-    }
-  };
-  if (missing.size() == 1) {
-    open(missing[0]);
-  } else if (!missing.empty()) {
-    std::vector<std::thread> openers;
-    for (std::size_t i : missing) openers.emplace_back(open, i);
-    for (auto& t : openers) t.join();
+  // Instances not known to fail are waited for up to `open_wait` (a reconnect of a healthy
+  // one takes a few round trips, more on a loaded host); failing ones only up to `wait`, and
+  // not at all once a quorum of connections is in hand.
+  const auto short_deadline = now + wait;
+  const auto long_deadline = now + std::max(wait, open_wait);
+  std::unique_lock lock(delivery->mutex);
+  for (;;) {
+    if (delivery->pending == 0) break;
+    const bool optional_only = delivery->required == 0;
+    if (optional_only && in_hand + delivery->opened >= quorum_) break;
+    const auto at = Clock::now();
+    if (at >= long_deadline || (optional_only && at >= short_deadline)) break;
+    delivery->arrived.wait_until(lock, optional_only ? std::min(short_deadline, long_deadline) : long_deadline);
+  }
+  delivery->closed = true;
+  for (std::size_t i = 0; i < size(); ++i) {
+    if (opened[i]) round.handles[i] = std::move(delivery->handles[i]);
   }
   return round;
 }
 
-void RedlockQuorum::send(Round& round, Clock::time_point deadline) {
-  fan_out(round.requests, deadline);
+bool RedlockQuorum::start_open(std::size_t i, std::shared_ptr<Delivery> delivery, bool required) {
+  Instance& instance = *instances_[i];
+  std::lock_guard lock(instance.openers_mutex);
+  // A healthy instance gets an open per round that needs one (as many rounds as run at once
+  // need connections); a failing one a single open at a time, whoever asks.
+  if (instance.reap() > 0 && !required) return false;
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  try {
+    instance.openers.push_back(Instance::Opener{
+        std::thread([this, &instance, i, required, done, delivery = std::move(delivery)] {
+          open_in_background(instance, i, *delivery, required);
+          *done = true;
+        }),
+        done});
+  } catch (const std::system_error& e) {  // no thread to be had: not opened this round
+    log(LogLevel::kWarn, "redlock: cannot start a thread to connect to {}: {}", to_string(endpoint(i)),
+        e.what());
+    return false;
+  }
+  return true;
+}
+
+void RedlockQuorum::open_in_background(Instance& instance, std::size_t i, Delivery& delivery,
+                                       bool required) {
+  std::string error;
+  ConnectionPool::Handle handle = instance.pool.take(Clock::now() + config_.command_timeout, error);
+  if (handle) {
+    instance.failing = false;
+  } else {
+    instance.failing = true;
+    instance.skip_until = (Clock::now() + kReconnectPause).time_since_epoch().count();
+    log(LogLevel::kDebug, "redlock: {}", error);
+  }
+  std::lock_guard lock(delivery.mutex);
+  if (delivery.closed) return;  // the handle goes back to the pool, idle
+  delivery.opened += handle ? 1 : 0;
+  delivery.handles[i] = std::move(handle);
+  --delivery.pending;
+  delivery.required -= required ? 1 : 0;
+  delivery.arrived.notify_all();
+}
+
+void RedlockQuorum::send(Round& round, Clock::time_point deadline, const FanOutEnough& enough) {
+  fan_out(round.requests, deadline, enough);
   for (std::size_t i = 0; i < size(); ++i) {
     auto& handle = round.handles[i];
     auto& request = round.requests[i];
+    if (!request.replies.empty() && request.replies[0].status() == Reply::Status::kTimeout &&
+        Clock::now() >= deadline) {
+      instances_[i]->failing = true;  // silent for the whole round (not cut off at quorum)
+    }
     const bool stale = handle && handle.reused() && !request.replies.empty() &&
                        request.replies[0].status() == Reply::Status::kBroken;
     if (!stale || Clock::now() >= deadline) continue;

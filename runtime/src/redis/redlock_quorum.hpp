@@ -67,14 +67,19 @@ class RedlockQuorum {
     [[nodiscard]] const Reply& reply(std::size_t i, std::size_t k) const;
   };
 
-  /// A connection to every instance that can have one: idle ones at once, new ones opened
-  /// in parallel (each bounded by the connect timeout). Instances that failed to connect a
-  /// moment ago are skipped.
-  Round borrow();
-  /// Sends each instance's calls of `round` and collects the replies until `deadline`. An
-  /// instance whose pooled connection turned out dead (it restarted since it was last used)
-  /// is asked once more on a fresh connection.
-  void send(Round& round, Clock::time_point deadline);
+  /// A connection to every instance that can have one: idle ones at once; new ones are
+  /// opened in the background, one at a time per instance. Instances whose last call or
+  /// open failed are waited for no longer than `wait` (the per-node timeout), and only while
+  /// fewer than a quorum of connections are in hand; the others up to `open_wait` (a share
+  /// of the lease). An instance that stalls (accepts TCP, answers nothing) therefore costs
+  /// a round at most `wait` once it has failed, never the connect and command timeouts of
+  /// an open; a connection opened after the wait joins the pool.
+  Round borrow(Clock::duration wait, Clock::duration open_wait);
+  /// Sends each instance's calls of `round` and collects the replies until `deadline`, or
+  /// shortly after `enough` (fan_out.hpp) says a quorum settled the question. An instance
+  /// whose pooled connection turned out dead (it restarted since it was last used) is asked
+  /// once more on a fresh connection.
+  void send(Round& round, Clock::time_point deadline, const FanOutEnough& enough = {});
   /// What `tally` means against the quorum.
   [[nodiscard]] OwnerVerdict verdict(const OwnerTally& tally) const noexcept;
 
@@ -130,6 +135,13 @@ class RedlockQuorum {
 
  private:
   struct Instance;
+  struct Delivery;
+
+  /// Opens a connection to instance `i` in the background (for a failing instance only if
+  /// no open is under way; else returns false); hands it to `delivery` if that still waits,
+  /// else to the pool.
+  bool start_open(std::size_t i, std::shared_ptr<Delivery> delivery, bool required);
+  void open_in_background(Instance& instance, std::size_t i, Delivery& delivery, bool required);
 
   Reply run_on(std::size_t i, const std::function<Reply(Connection&)>& call) const;
   /// Whether `reply` is an answer; otherwise keeps the first failure in `first_error`.

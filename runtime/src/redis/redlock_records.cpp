@@ -72,15 +72,20 @@ class RedlockRecords final : public RunStore, public AdminBackend {
           return reply;
         });
     std::size_t claimed = 0;
+    std::size_t not_held = 0;
     const RunClaimReply* ours = nullptr;
-    const RunClaimReply* earlier = nullptr;
+    // Earlier runs by owner: one counts only when a quorum holds its record.
+    std::map<std::string, std::pair<std::size_t, const RunClaimReply*>> earlier;
     for (const auto& claim : answers.per) {
       if (!claim) continue;
       if (claim->status == ClaimStatus::kClaimed) {
         ++claimed;
         if (!ours || claim->record.started_at_ms > ours->record.started_at_ms) ours = &*claim;
-      } else if (claim->status == ClaimStatus::kAlreadyRan && !earlier) {
-        earlier = &*claim;
+      } else if (claim->status == ClaimStatus::kAlreadyRan) {
+        auto& [count, first] = earlier[claim->record.owner];
+        if (count++ == 0) first = &*claim;
+      } else {
+        ++not_held;
       }
     }
     const std::size_t unknown = quorum_->size() - answers.answered;
@@ -90,8 +95,16 @@ class RedlockRecords final : public RunStore, public AdminBackend {
           fmt::format("backend '{}': recording the run: {} of {} instances did not answer ({})",
                       quorum_->config().name, unknown, quorum_->size(), answers.first_error));
     }
-    if (earlier) return *earlier;
-    return RunClaimReply{ClaimStatus::kNotHeld, {}};
+    for (const auto& [owner, seen] : earlier) {
+      if (seen.first >= quorum_->quorum()) return *seen.second;
+    }
+    if (not_held >= quorum_->quorum()) return RunClaimReply{ClaimStatus::kNotHeld, {}};
+    // Records of no quorum (a claim that reached too few instances), a lock held on too few:
+    // neither this run nor an earlier one holds, so the slot is tried again later.
+    throw BackendUnavailable(fmt::format(
+        "backend '{}': recording the run: no quorum agrees ({} claimed, {} earlier run(s) on "
+        "fewer than {} instances, {} not held)",
+        quorum_->config().name, claimed, earlier.size(), quorum_->quorum(), not_held));
   }
 
   bool finish_run(const Key& key, std::string_view owner,
@@ -170,6 +183,16 @@ class RedlockRecords final : public RunStore, public AdminBackend {
     }
     std::optional<LockInfo> removed = combine(per, answers.answered_mask(), /*majority=*/false);
     if (removed) record_forced(who, *removed, now_ms, silent);
+    // Deleted on fewer than a quorum: the instances that did not answer may still hold the
+    // lock for its owner (whose next renewal restores the rest), so "released" would be
+    // wrong; what was deleted is in the audit above.
+    if (answers.answered < quorum_->quorum()) {
+      throw BackendUnavailable(fmt::format(
+          "backend '{}': force release reached only {} of {} instances; a quorum is {} ({}): "
+          "{}the lock may still be held; try again when more instances answer",
+          quorum_->config().name, answers.answered, quorum_->size(), quorum_->quorum(),
+          answers.first_error, removed ? "deleted where reached (recorded in the history), but " : ""));
+    }
     return removed;
   }
 

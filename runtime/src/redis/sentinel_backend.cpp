@@ -162,9 +162,15 @@ class SentinelLocator final : public MasterLocator {
   // (a switch may have been missed meanwhile), which costs one more lookup.
   void start_monitor() {
     std::call_once(monitor_once_, [this] {
+      // "+switch-master <master-name> <old-ip> <old-port> <new-ip> <new-port>": only our
+      // master's switches call for a lookup.
+      const std::string ours = config_.master_name + " ";
       monitor_feed_ = std::make_unique<ReleaseFeed>(
           std::vector<std::vector<Endpoint>>{config_.endpoints}, sentinel_config_,
-          std::make_shared<Metrics>(), ServerKind::kSentinel);
+          std::make_shared<Metrics>(), ServerKind::kSentinel,
+          [ours](std::string_view, std::string_view payload) {
+            return payload.substr(0, ours.size()) == ours;
+          });
       monitor_ = std::thread([this] {
         auto watch = monitor_feed_->watch(std::string(kSwitchMaster));
         while (!stopping_) {

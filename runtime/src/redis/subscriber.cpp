@@ -16,10 +16,12 @@ constexpr Millis kMaxBackoff{1000};
 }  // namespace
 
 Subscriber::Subscriber(std::vector<Endpoint> endpoints, BackendConfig config, ServerKind kind,
-                       ReleaseSignals& signals, std::shared_ptr<Metrics> metrics)
+                       ReleaseSignals& signals, std::shared_ptr<Metrics> metrics,
+                       MessageFilter filter)
     : config_(std::move(config)),
       kind_(kind),
       signals_(signals),
+      filter_(std::move(filter)),
       metrics_(std::move(metrics)),
       wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
       endpoints_(std::move(endpoints)),
@@ -44,6 +46,7 @@ void Subscriber::interest(const std::string& channel, bool wanted) {
   {
     std::lock_guard lock(mutex_);
     pending_.emplace_back(channel, wanted);
+    ++owed_[channel];
     if (!wanted) active_.erase(channel);
   }
   wake();
@@ -66,10 +69,11 @@ void Subscriber::set_endpoints(std::vector<Endpoint> endpoints) {
   next_endpoint_ = 0;
 }
 
-void Subscriber::await_subscribed(const std::string& channel, Clock::time_point deadline) {
+bool Subscriber::await_subscribed(const std::string& channel, Clock::time_point deadline) {
   std::unique_lock lock(mutex_);
   confirmed_cv_.wait_until(lock, deadline,
                            [&] { return stopping_ || down_ || active_.count(channel) > 0; });
+  return active_.count(channel) > 0;
 }
 
 bool Subscriber::connect() {
@@ -106,7 +110,11 @@ bool Subscriber::connect() {
   // Everything wanted now is subscribed afresh; older queued changes are moot.
   pending_.clear();
   active_.clear();
-  for (const auto& channel : signals_.channels()) pending_.emplace_back(channel, true);
+  owed_.clear();
+  for (const auto& channel : signals_.channels()) {
+    pending_.emplace_back(channel, true);
+    ++owed_[channel];
+  }
   return true;
 }
 
@@ -119,6 +127,7 @@ void Subscriber::disconnect(const std::string& why) {
           why);
     connected_ = false;
     active_.clear();
+    owed_.clear();
   }
   confirmed_cv_.notify_all();
   // Anyone waiting may have missed a release: let them all try again now.
@@ -160,11 +169,18 @@ void Subscriber::read_messages() {
     const std::string_view kind = message[0].text();
     const std::string channel(message[1].text());
     if (kind == "message") {
-      signals_.notify(channel);
-    } else if (kind == "subscribe") {
+      if (!filter_ || filter_(channel, message[2].text())) signals_.notify(channel);
+    } else if (kind == "subscribe" || kind == "unsubscribe") {
       {
         std::lock_guard lock(mutex_);
-        active_.insert(channel);
+        auto owed = owed_.find(channel);
+        if (owed != owed_.end() && --owed->second == 0) {
+          owed_.erase(owed);
+          // The last command queued for the channel has been answered: its state is the
+          // server's. (An earlier confirmation says nothing while later commands are owed.)
+          if (kind == "subscribe") active_.insert(channel);
+          else active_.erase(channel);
+        }
       }
       confirmed_cv_.notify_all();
     }
@@ -210,14 +226,14 @@ void Subscriber::run() {
 
 ReleaseFeed::ReleaseFeed(const std::vector<std::vector<Endpoint>>& sources,
                          const BackendConfig& config, std::shared_ptr<Metrics> metrics,
-                         ServerKind kind)
+                         ServerKind kind, const Subscriber::MessageFilter& filter)
     : confirm_timeout_(config.command_timeout),
       signals_([this](const std::string& channel, bool wanted) {
         for (auto& subscriber : subscribers_) subscriber->interest(channel, wanted);
       }) {
   for (const auto& endpoints : sources) {
     subscribers_.push_back(
-        std::make_unique<Subscriber>(endpoints, config, kind, signals_, metrics));
+        std::make_unique<Subscriber>(endpoints, config, kind, signals_, metrics, filter));
   }
 }
 

@@ -13,10 +13,13 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -30,16 +33,22 @@ class Subscriber {
  public:
   /// Listens on the first reachable server of `endpoints` (moving on to the next after a
   /// failed connect) for the channels `signals` has watchers for, and notifies `signals`.
+  /// Which messages wake the channel's watchers (all when empty): a sentinel publishes
+  /// +switch-master for every master it monitors, the payload names which.
+  using MessageFilter = std::function<bool(std::string_view channel, std::string_view payload)>;
+
   Subscriber(std::vector<Endpoint> endpoints, BackendConfig config, ServerKind kind,
-             ReleaseSignals& signals, std::shared_ptr<Metrics> metrics);
+             ReleaseSignals& signals, std::shared_ptr<Metrics> metrics, MessageFilter filter = {});
   ~Subscriber();
   Subscriber(const Subscriber&) = delete;
   Subscriber& operator=(const Subscriber&) = delete;
 
   /// Queues a SUBSCRIBE (wanted) or UNSUBSCRIBE; ReleaseSignals' interest hook calls this.
   void interest(const std::string& channel, bool wanted);
-  /// Waits until `channel` is subscribed, the server is found unreachable, or `deadline`.
-  void await_subscribed(const std::string& channel, Clock::time_point deadline);
+  /// Waits until `channel` is subscribed, the server is found unreachable, or `deadline`;
+  /// true when the subscription is confirmed. Confirmed means the server answered the last
+  /// SUBSCRIBE or UNSUBSCRIBE queued for the channel, and that one was a SUBSCRIBE.
+  bool await_subscribed(const std::string& channel, Clock::time_point deadline);
   /// Points the subscriber at another server now (after a failover); resubscribes everything.
   void retarget(Endpoint endpoint);
   /// Replaces the servers to try after a failed connect; a live connection stays.
@@ -56,6 +65,7 @@ class Subscriber {
   const BackendConfig config_;
   const ServerKind kind_;
   ReleaseSignals& signals_;
+  const MessageFilter filter_;
   const std::shared_ptr<Metrics> metrics_;
   int wake_fd_ = -1;
 
@@ -66,6 +76,9 @@ class Subscriber {
   bool retargeted_ = false;
   std::deque<std::pair<std::string, bool>> pending_;  // (channel, subscribe?)
   std::set<std::string> active_;                        // confirmed subscriptions
+  // Per channel: SUBSCRIBE/UNSUBSCRIBE commands queued or sent on this connection whose
+  // confirmation has not been read. A confirmation counts only when none is owed after it.
+  std::map<std::string, std::size_t> owed_;
   bool connected_ = false;
   bool down_ = false;  // the last connection attempt failed: do not wait for confirmations
   bool stopping_ = false;
@@ -81,7 +94,8 @@ class ReleaseFeed {
  public:
   /// One Subscriber per entry of `sources`, each with the servers it may use, in order.
   ReleaseFeed(const std::vector<std::vector<Endpoint>>& sources, const BackendConfig& config,
-              std::shared_ptr<Metrics> metrics, ServerKind kind = ServerKind::kData);
+              std::shared_ptr<Metrics> metrics, ServerKind kind = ServerKind::kData,
+              const Subscriber::MessageFilter& filter = {});
   ~ReleaseFeed();
 
   /// Arms a watch on `channel` and waits (up to the command timeout) until every reachable
