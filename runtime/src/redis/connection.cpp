@@ -157,7 +157,8 @@ std::optional<Redirect> Reply::redirect(const Endpoint& from) const {
 // kMaxReplyString bytes.
 struct ReplyLimits {
   static void refuse(const redisReadTask* task) {
-    if (task->privdata != nullptr) static_cast<Connection*>(task->privdata)->reply_too_large_ = true;
+    if (task->privdata != nullptr)
+      static_cast<Connection*>(task->privdata)->reply_too_large_ = true;
   }
   static redisReply* make(const redisReadTask* task, int type) {
     auto* r = static_cast<redisReply*>(std::calloc(1, sizeof(redisReply)));
@@ -193,7 +194,8 @@ struct ReplyLimits {
     }
     redisReply** table = nullptr;
     if (elements > 0) {
-      table = static_cast<redisReply**>(std::calloc(static_cast<size_t>(elements), sizeof(redisReply*)));
+      table = static_cast<redisReply**>(
+          std::calloc(static_cast<size_t>(elements), sizeof(redisReply*)));
       if (table == nullptr) return nullptr;
     }
     redisReply* r = make(task, REDIS_REPLY_ARRAY);
@@ -352,10 +354,11 @@ Reply Connection::fail_from_context() {
         fmt::format("no reply from {} within the command timeout", to_string(endpoint_)));
   }
   if (reply_too_large_) {
-    return Reply::failed(Reply::Status::kBroken,
-                         fmt::format("connection to {} failed: a reply exceeded the limit of {} elements or {} "
-                                     "bytes per string",
-                                     to_string(endpoint_), kMaxReplyElements, kMaxReplyString));
+    return Reply::failed(
+        Reply::Status::kBroken,
+        fmt::format("connection to {} failed: a reply exceeded the limit of {} elements or {} "
+                    "bytes per string",
+                    to_string(endpoint_), kMaxReplyElements, kMaxReplyString));
   }
   return Reply::failed(Reply::Status::kBroken,
                        fmt::format("connection to {} failed: {}", to_string(endpoint_),

@@ -40,12 +40,8 @@ bool settled(const std::vector<FanOutRequest>& requests, const std::vector<Round
   return enough(requests, complete);
 }
 
-// Sends the round's calls (as EVAL when `eval`) and reads their replies until `deadline`,
-// or shortly after `enough` says the replies settle the question.
-void run_round(std::vector<FanOutRequest>& requests, std::vector<Round>& rounds, bool eval,
-               Clock::time_point deadline, const FanOutEnough& enough) {
-  const auto started = Clock::now();
-  bool cut = false;
+// Sends every request's calls of the round (as EVAL when `eval`) as one pipeline.
+void send_round(std::vector<FanOutRequest>& requests, std::vector<Round>& rounds, bool eval) {
   for (std::size_t i = 0; i < requests.size(); ++i) {
     auto& request = requests[i];
     if (rounds[i].calls.empty()) continue;
@@ -55,6 +51,34 @@ void run_round(std::vector<FanOutRequest>& requests, std::vector<Round>& rounds,
                 fmt::format("connection to {} failed", to_string(request.conn->endpoint())));
     }
   }
+}
+
+// Reads what a connection that poll() found ready has for the round.
+void read_ready(FanOutRequest& request, Round& round) {
+  if (!request.conn->read_available()) {
+    fail_rest(request, round, Reply::Status::kBroken,
+              fmt::format("connection to {} failed", to_string(request.conn->endpoint())));
+    return;
+  }
+  while (round.received < round.calls.size()) {
+    auto reply = request.conn->next_reply();
+    if (!reply) break;
+    request.replies[round.calls[round.received++]] = std::move(*reply);
+  }
+  if (request.conn->broken()) {  // the reader failed (a protocol error, a reply too large)
+    fail_rest(request, round, Reply::Status::kBroken,
+              fmt::format("connection to {} failed: unreadable reply",
+                          to_string(request.conn->endpoint())));
+  }
+}
+
+// Sends the round's calls (as EVAL when `eval`) and reads their replies until `deadline`,
+// or shortly after `enough` says the replies settle the question.
+void run_round(std::vector<FanOutRequest>& requests, std::vector<Round>& rounds, bool eval,
+               Clock::time_point deadline, const FanOutEnough& enough) {
+  const auto started = Clock::now();
+  bool cut = false;
+  send_round(requests, rounds, eval);
   std::vector<pollfd> fds;
   std::vector<std::size_t> owners;
   for (;;) {
@@ -69,28 +93,15 @@ void run_round(std::vector<FanOutRequest>& requests, std::vector<Round>& rounds,
     if (fds.empty()) return;
     if (!cut && settled(requests, rounds, enough)) {
       cut = true;
-      deadline = std::min(deadline, Clock::now() + std::max<Clock::duration>(2 * (Clock::now() - started), kStragglerFloor));
+      deadline = std::min(
+          deadline,
+          Clock::now() + std::max<Clock::duration>(2 * (Clock::now() - started), kStragglerFloor));
     }
     const auto left = std::chrono::ceil<Millis>(deadline - Clock::now()).count();
     if (left <= 0 || ::poll(fds.data(), fds.size(), static_cast<int>(left)) == 0) break;
     for (std::size_t f = 0; f < fds.size(); ++f) {
       if ((fds[f].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
-      auto& request = requests[owners[f]];
-      auto& round = rounds[owners[f]];
-      if (!request.conn->read_available()) {
-        fail_rest(request, round, Reply::Status::kBroken,
-                  fmt::format("connection to {} failed", to_string(request.conn->endpoint())));
-        continue;
-      }
-      while (round.received < round.calls.size()) {
-        auto reply = request.conn->next_reply();
-        if (!reply) break;
-        request.replies[round.calls[round.received++]] = std::move(*reply);
-      }
-      if (request.conn->broken()) {  // the reader failed (a protocol error, a reply too large)
-        fail_rest(request, round, Reply::Status::kBroken,
-                  fmt::format("connection to {} failed: unreadable reply", to_string(request.conn->endpoint())));
-      }
+      read_ready(requests[owners[f]], rounds[owners[f]]);
     }
   }
   for (std::size_t i = 0; i < requests.size(); ++i) {

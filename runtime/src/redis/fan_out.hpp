@@ -24,8 +24,8 @@ struct FanOutRequest {
 
 /// Whether the replies so far settle the question (a quorum answered): `complete[i]` says
 /// that request i has calls and all their replies.
-using FanOutEnough =
-    std::function<bool(const std::vector<FanOutRequest>& requests, const std::vector<bool>& complete)>;
+using FanOutEnough = std::function<bool(const std::vector<FanOutRequest>& requests,
+                                        const std::vector<bool>& complete)>;
 
 /// Sends every request's calls as a pipeline (EVALSHA; calls answered NOSCRIPT go again as
 /// EVAL) and waits for the replies until `deadline`. A connection that did not answer in

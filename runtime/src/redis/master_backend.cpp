@@ -81,7 +81,8 @@ class MasterBackend final : public RoutedBackend {
     std::vector<ScriptCall> calls;
     calls.reserve(items.size());
     for (const auto& item : items) {
-      calls.push_back(renew_call(lock_keys(service_, item.key->str()), item.owner, item.ttl, item.token));
+      calls.push_back(
+          renew_call(lock_keys(service_, item.key->str()), item.owner, item.ttl, item.token));
     }
     std::vector<const ScriptCall*> pipeline;
     for (const auto& call : calls) pipeline.push_back(&call);

@@ -61,7 +61,8 @@ class RedlockBackend final : public Backend {
   GrantReply acquire(const GrantRequest& request) override {
     const auto start = Clock::now();
     const LockKeys keys = lock_keys(service_, request.key.str());
-    RedlockQuorum::Round round = quorum_->borrow(node_timeout(request.lease), open_wait(request.lease));
+    RedlockQuorum::Round round =
+        quorum_->borrow(node_timeout(request.lease), open_wait(request.lease));
     const auto deadline = Clock::now() + node_timeout(request.lease);
     // One call, built once (its owner details cost system calls); only the not-after time,
     // on each instance's own clock, differs between the instances.
@@ -74,14 +75,16 @@ class RedlockBackend final : public Backend {
           std::to_string(round.handles[i]->server_time_us(deadline));
       round.ask(i, &calls[i]);
     }
-    quorum_->send(round, deadline, [this](const std::vector<FanOutRequest>& requests,
-                                          const std::vector<bool>& complete) {
-      std::size_t granted = 0;
-      for (std::size_t i = 0; i < requests.size(); ++i) {
-        granted += complete[i] && grant_of(requests[i].replies[0]).kind == GrantReply::Kind::kAcquired;
-      }
-      return granted >= quorum_->quorum();
-    });
+    quorum_->send(
+        round, deadline,
+        [this](const std::vector<FanOutRequest>& requests, const std::vector<bool>& complete) {
+          std::size_t granted = 0;
+          for (std::size_t i = 0; i < requests.size(); ++i) {
+            granted +=
+                complete[i] && grant_of(requests[i].replies[0]).kind == GrantReply::Kind::kAcquired;
+          }
+          return granted >= quorum_->quorum();
+        });
     const GrantTally tally = tally_grants(round);
     const auto elapsed = Clock::now() - start;
     if (tally.granted >= quorum_->quorum() && elapsed < request.lease) {
@@ -101,22 +104,25 @@ class RedlockBackend final : public Backend {
     const RenewBatch batch = renew_batch(items);
     // The budget is the shortest lease's: a quorum that answers within it renews every
     // lease of the batch, and each lease is judged by its own length.
-    RedlockQuorum::Round round = quorum_->borrow(node_timeout(batch.shortest), open_wait(batch.shortest));
+    RedlockQuorum::Round round =
+        quorum_->borrow(node_timeout(batch.shortest), open_wait(batch.shortest));
     const auto deadline = Clock::now() + node_timeout(batch.shortest);
     for (std::size_t i = 0; i < quorum_->size(); ++i) {
       for (const auto& call : batch.calls) round.ask(i, &call);
     }
-    quorum_->send(round, deadline, [this, n = items.size()](const std::vector<FanOutRequest>& requests,
-                                                            const std::vector<bool>& complete) {
-      for (std::size_t k = 0; k < n; ++k) {
-        std::size_t renewed = 0;
-        for (std::size_t i = 0; i < requests.size(); ++i) {
-          renewed += complete[i] && renew_outcome_of(requests[i].replies[k]) == RenewOutcome::kRenewed;
-        }
-        if (renewed < quorum_->quorum()) return false;
-      }
-      return true;
-    });
+    quorum_->send(round, deadline,
+                  [this, n = items.size()](const std::vector<FanOutRequest>& requests,
+                                           const std::vector<bool>& complete) {
+                    for (std::size_t k = 0; k < n; ++k) {
+                      std::size_t renewed = 0;
+                      for (std::size_t i = 0; i < requests.size(); ++i) {
+                        renewed += complete[i] && renew_outcome_of(requests[i].replies[k]) ==
+                                                      RenewOutcome::kRenewed;
+                      }
+                      if (renewed < quorum_->quorum()) return false;
+                    }
+                    return true;
+                  });
     // Instances that lost a key we still hold by quorum (restarted empty, flushed) get it
     // back, so that the next failure of another instance does not cost the quorum.
     Heal heal;
@@ -136,7 +142,8 @@ class RedlockBackend final : public Backend {
       const LockKeys keys = lock_keys(service_, key.str());
       const Millis keep = keep_for > Millis{0} ? keep_for + drift(keep_for) : Millis{0};
       const ScriptCall call = release_call(keys, owner, keep, grant.token);
-      RedlockQuorum::Round round = quorum_->borrow(node_timeout(config().command_timeout), open_wait(config().command_timeout));
+      const Millis timeout = config().command_timeout;
+      RedlockQuorum::Round round = quorum_->borrow(node_timeout(timeout), open_wait(timeout));
       for (std::size_t i = 0; i < quorum_->size(); ++i) round.ask(i, &call);
       // Every instance that answers in time: a release cut off at quorum would leave the
       // key on the stragglers for a lease.
@@ -298,9 +305,10 @@ class RedlockBackend final : public Backend {
     std::vector<std::string> marked;
     {
       std::lock_guard lock(grants_mutex_);
-      heal.erase(std::remove_if(heal.begin(), heal.end(),
-                                [&](const auto& h) { return grants_.count(items[h.second].owner) == 0; }),
-                 heal.end());
+      heal.erase(
+          std::remove_if(heal.begin(), heal.end(),
+                         [&](const auto& h) { return grants_.count(items[h.second].owner) == 0; }),
+          heal.end());
       for (const auto& [i, k] : heal) {
         ++restoring_[std::string(items[k].owner)];
         marked.emplace_back(items[k].owner);

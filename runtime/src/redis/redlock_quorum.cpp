@@ -108,7 +108,8 @@ RedlockQuorum::Round RedlockQuorum::borrow(Clock::duration wait, Clock::duration
   for (std::size_t i = 0; i < size(); ++i) {
     round.handles[i] = instances_[i]->pool.take_idle();
     if (round.handles[i]) ++in_hand;
-    if (round.handles[i] || now.time_since_epoch().count() < instances_[i]->skip_until.load()) continue;
+    if (round.handles[i] || now.time_since_epoch().count() < instances_[i]->skip_until.load())
+      continue;
     const bool failing = instances_[i]->failing.load();
     {
       std::lock_guard lock(delivery->mutex);
@@ -135,7 +136,8 @@ RedlockQuorum::Round RedlockQuorum::borrow(Clock::duration wait, Clock::duration
     if (optional_only && in_hand + delivery->opened >= quorum_) break;
     const auto at = Clock::now();
     if (at >= long_deadline || (optional_only && at >= short_deadline)) break;
-    delivery->arrived.wait_until(lock, optional_only ? std::min(short_deadline, long_deadline) : long_deadline);
+    delivery->arrived.wait_until(
+        lock, optional_only ? std::min(short_deadline, long_deadline) : long_deadline);
   }
   delivery->closed = true;
   for (std::size_t i = 0; i < size(); ++i) {
@@ -159,8 +161,8 @@ bool RedlockQuorum::start_open(std::size_t i, std::shared_ptr<Delivery> delivery
         }),
         done});
   } catch (const std::system_error& e) {  // no thread to be had: not opened this round
-    log(LogLevel::kWarn, "redlock: cannot start a thread to connect to {}: {}", to_string(endpoint(i)),
-        e.what());
+    log(LogLevel::kWarn, "redlock: cannot start a thread to connect to {}: {}",
+        to_string(endpoint(i)), e.what());
     return false;
   }
   return true;

@@ -191,7 +191,8 @@ class RedlockRecords final : public RunStore, public AdminBackend {
           "backend '{}': force release reached only {} of {} instances; a quorum is {} ({}): "
           "{}the lock may still be held; try again when more instances answer",
           quorum_->config().name, answers.answered, quorum_->size(), quorum_->quorum(),
-          answers.first_error, removed ? "deleted where reached (recorded in the history), but " : ""));
+          answers.first_error,
+          removed ? "deleted where reached (recorded in the history), but " : ""));
     }
     return removed;
   }
