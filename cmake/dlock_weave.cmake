@@ -20,10 +20,18 @@
 # project headers): one that includes such a header, or has a guard itself, fails the build
 # with an error naming the target and the header. Targets inside dlock's own tree and
 # targets with the property DLOCK_SKIP_WEAVE_CHECK set are not checked.
-# Whether a source is C++ by its extension, as CMake's own list has them (`.C` is C++, `.c`
-# is C). A function, not a variable: the deferred check runs in another directory's scope.
-function(_dlock_is_cxx_source source out)
-  if(source MATCHES "\\.(cpp|cc|cxx|c\\+\\+|C|CPP|CC|CXX)$")
+# Whether a source of `target` is C++: its LANGUAGE property when one is set, else its
+# extension (`.C` is C++, `.c` is C; the others in any case). A function, not a variable: the
+# deferred check runs in another directory's scope.
+function(_dlock_is_cxx_source target source out)
+  get_source_file_property(language "${source}" TARGET_DIRECTORY ${target} LANGUAGE)
+  get_filename_component(extension "${source}" LAST_EXT)
+  string(TOLOWER "${extension}" extension)
+  if(language STREQUAL "CXX")
+    set(${out} TRUE PARENT_SCOPE)
+  elseif(language AND NOT language STREQUAL "NOTFOUND")
+    set(${out} FALSE PARENT_SCOPE)
+  elseif(source MATCHES "\\.C$" OR extension MATCHES "^\\.(cpp|cc|cxx|c\\+\\+)$")
     set(${out} TRUE PARENT_SCOPE)
   else()
     set(${out} FALSE PARENT_SCOPE)
@@ -92,7 +100,7 @@ function(dlock_weave target)
       message(FATAL_ERROR "dlock_weave(${target}): the source '${source}' is a generator "
                           "expression, which dlock_weave cannot weave; list the file itself")
     endif()
-    _dlock_is_cxx_source("${source}" is_cxx)
+    _dlock_is_cxx_source(${target} "${source}" is_cxx)
     if(NOT is_cxx)
       list(APPEND woven_sources "${source}")  # headers, C files
       continue()
@@ -209,7 +217,7 @@ function(_dlock_check_unwoven_targets)
     set(checked "")
     set(source_flags "")  # what sources add, for all of them: the scan may only read more
     foreach(source IN LISTS sources)
-      _dlock_is_cxx_source("${source}" is_cxx)
+      _dlock_is_cxx_source(${target} "${source}" is_cxx)
       if(source MATCHES "\\$<" OR NOT is_cxx)
         continue()
       endif()

@@ -732,6 +732,7 @@ class RetriedCall : public SingleNode {
     return pool_->run([&](internal::Connection& conn) {
       if (attempt++ > 0) return retry.run(conn);
       (void)first.run(conn);
+      conn.abandon();  // the socket failed before the reply was read
       return internal::Reply::failed(internal::Reply::Status::kBroken, "the reply was lost");
     });
   }
@@ -744,6 +745,20 @@ class RetriedCall : public SingleNode {
   BackendConfig config_;
   std::unique_ptr<internal::ConnectionPool> pool_;
 };
+
+TEST_F(RetriedCall, AnUnreadableReplyOnAConnectionStillInStepIsNotRunAgain) {
+  // A force release whose reply the caller cannot read: running it again would find the key
+  // gone and report "nothing removed" for a lock the first run deleted.
+  int runs = 0;
+  const internal::Reply reply = pool_->run([&](internal::Connection& conn) {
+    ++runs;
+    (void)conn.command({"INCR", keys_.lock + ":runs"});
+    return internal::Reply::failed(internal::Reply::Status::kBroken, "unexpected reply");
+  });
+  EXPECT_EQ(reply.status(), internal::Reply::Status::kBroken);
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(RedisAdmin(server).integer({"INCRBY", keys_.lock + ":runs", "0"}), 1);
+}
 
 TEST_F(RetriedCall, ALateRetryOfAnAcquireThatHadBeenAppliedLeavesNoLockBehind) {
   const Key key("retried");

@@ -51,6 +51,17 @@ TEST(CommonText, LongTextIsCutOutsideAUtf8Sequence) {
   EXPECT_EQ(printable(accented, kMessageText), std::string(79, 'a') + "...(85 bytes)");
 }
 
+TEST(CommonText, EscapedLogTextIsCutByTheLengthOfTheLine) {
+  // Every byte escaped: the line is cut at 120 characters, as for plain text.
+  const std::string control(50, '\x01');
+  std::string escaped;
+  for (int i = 0; i < 30; ++i) escaped += "\\x01";
+  EXPECT_EQ(printable(control, kLogText), escaped + "...(50 bytes)");
+  // Bytes that look like UTF-8 continuations are escaped, not dropped as half a character.
+  const std::string high(200, '\x80');
+  EXPECT_EQ(printable(high, kLogText).substr(0, 8), "\\x80\\x80");
+}
+
 TEST(CommonText, PercentDecoding) {
   EXPECT_EQ(percent_decode("p%40ss%3a%2F"), "p@ss:/");
   EXPECT_EQ(percent_decode("100%"), std::nullopt);

@@ -371,7 +371,7 @@ int run(int argc, char** argv) {
     return fail(kBadConfig, e.what());
   } catch (const dlock::BackendUnavailable& e) {
     return fail(kUnreachable, fmt::format("lock server unreachable: {}", e.what()));
-  } catch (const dlock::AdminNotSupported& e) {
+  } catch (const dlock::NotSupported& e) {
     return fail(kUnsupported, e.what());
   } catch (const std::exception& e) {
     return fail(kInternal, fmt::format("unexpected error: {}", e.what()));

@@ -76,8 +76,10 @@ Reply ConnectionPool::run(const std::function<Reply(Connection&)>& call) {
     reply.follow(earlier);
     // A reset on a reused socket usually means the server went away while it sat idle.
     // Every dlock script is idempotent for one owner, so one retry on a new connection
-    // is safe even if the first request was applied (the retry's reply says so).
-    const bool stale = conn && reply.status() == Reply::Status::kBroken && conn.reused();
+    // is safe even if the first request was applied (the retry's reply says so). A reply
+    // the caller could not read, on a connection still in step, is no reason to run again.
+    const bool stale = conn && reply.status() == Reply::Status::kBroken && conn.reused() &&
+                       conn->broken();
     if (!stale) return reply;
     clear();
     earlier = std::move(reply);

@@ -18,7 +18,9 @@ namespace dlock::common {
 struct TextProfile {
   bool keep_utf8;          ///< bytes from 0x80 kept as they are (text a person wrote), else \xNN
   char backslash;          ///< how '\' is written: 0 as it is, 'x' as \x5c, '\\' doubled
-  std::size_t max_bytes;   ///< longer text is cut (not inside a UTF-8 sequence); 0: never
+  /// Longer text is cut; 0: never. With keep_utf8, after max_bytes of the text (not inside a
+  /// UTF-8 sequence); otherwise once the output, escapes included, is max_bytes long.
+  std::size_t max_bytes;
 };
 
 /// Log lines (runtime/src/log.cpp): one line of ASCII a machine splits on spaces; keys are
@@ -32,13 +34,15 @@ inline constexpr TextProfile kTerminalText{false, '\\', 0};
 /// `text` made safe to print under `profile`; a cut text ends in "...(N bytes)".
 [[nodiscard]] inline std::string printable(std::string_view text, const TextProfile& profile) {
   std::size_t end = text.size();
-  if (profile.max_bytes != 0 && end > profile.max_bytes) {
+  if (profile.max_bytes != 0 && profile.keep_utf8 && end > profile.max_bytes) {
     end = profile.max_bytes;
     while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
   }
+  const bool cut_output = profile.max_bytes != 0 && !profile.keep_utf8;
   std::string out;
   out.reserve(end);
-  for (std::size_t i = 0; i < end; ++i) {
+  std::size_t i = 0;
+  for (; i < end && !(cut_output && out.size() >= profile.max_bytes); ++i) {
     const auto byte = static_cast<unsigned char>(text[i]);
     const bool control = byte < 0x20 || byte == 0x7F || (byte >= 0x80 && !profile.keep_utf8);
     if (byte == '\\' && profile.backslash == '\\') {
@@ -51,7 +55,7 @@ inline constexpr TextProfile kTerminalText{false, '\\', 0};
       out.push_back(text[i]);
     }
   }
-  if (end < text.size()) out += "...(" + std::to_string(text.size()) + " bytes)";
+  if (i < text.size()) out += "...(" + std::to_string(text.size()) + " bytes)";
   return out;
 }
 
