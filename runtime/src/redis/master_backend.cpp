@@ -84,7 +84,9 @@ class MasterBackend final : public RoutedBackend {
     }
     std::vector<const ScriptCall*> pipeline;
     for (const auto& call : calls) pipeline.push_back(&call);
-    on_master(Clock::now() + config_.command_timeout, [&](Connection& conn) {
+    // On the connection kept for renewals: acquirers holding every shared one (WAIT under
+    // contention) must not make leases expire.
+    on_master(Clock::now() + config_.command_timeout, ConnectionPool::Lane::kRenewal, [&](Connection& conn) {
       std::vector<Reply> replies = run_pipeline(conn, pipeline, wait_command());
       const bool replicated = config_.wait_replicas == 0 ||
                               (replies.back().ok() && replies.back().is_integer() &&
@@ -130,6 +132,10 @@ class MasterBackend final : public RoutedBackend {
   // script is idempotent for one owner, so running it again is safe.
   template <typename Call>
   Reply on_master(Clock::time_point deadline, const Call& call) {
+    return on_master(deadline, ConnectionPool::Lane::kShared, call);
+  }
+  template <typename Call>
+  Reply on_master(Clock::time_point deadline, ConnectionPool::Lane lane, const Call& call) {
     MasterLocator::Master master = locator_->current(deadline);
     Reply earlier = Reply::failed(Reply::Status::kNotSent, {});  // what the last master answered
     for (;;) {
@@ -140,7 +146,7 @@ class MasterBackend final : public RoutedBackend {
         return none;
       }
       last_generation_ = master.generation;
-      Reply reply = master.pool->run([&](Connection& conn) { return call(conn); });
+      Reply reply = master.pool->run([&](Connection& conn) { return call(conn); }, lane);
       reply.follow(earlier);
       if (!wrong_master(reply) || Clock::now() >= deadline) return reply;
       MasterLocator::Master next = locator_->relocate(master.generation, deadline);
