@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 
+#include <system_error>
+
 #include "log.hpp"
 
 namespace dlock::internal {
@@ -140,17 +142,36 @@ void Watchdog::dispatch(std::vector<Task>& due) {
 }
 
 void Watchdog::hand_to_worker(const Backend* backend, bool cleanups, Task task) {
-  std::lock_guard lock(mutex_);
-  if (stopping_) return;
-  auto& worker = workers_[WorkerKey{backend, cleanups}];
-  if (!worker) {
-    worker = std::make_unique<Worker>();
-    worker->thread = std::thread([self = self_.lock(), w = worker.get(), cleanups] {
-      self->run_worker(*w, cleanups);
-    });
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return;
+    auto found = workers_.find(WorkerKey{backend, cleanups});
+    if (found == workers_.end()) {
+      auto started = std::make_unique<Worker>();
+      try {
+        started->thread = std::thread([self = self_.lock(), w = started.get(), cleanups] {
+          self->run_worker(*w, cleanups);
+        });
+        found = workers_.emplace(WorkerKey{backend, cleanups}, std::move(started)).first;
+      } catch (const std::system_error& e) {
+        log(LogLevel::kError, "event=watchdog_thread_failed detail={}", field(e.what()));
+      }
+    }
+    if (found != workers_.end()) {
+      found->second->work.push_back(std::move(task));
+      found->second->wake.notify_one();
+      return;
+    }
   }
-  worker->work.push_back(std::move(task));
-  worker->wake.notify_one();
+  // No thread could be started: the call is made here, as one thread did for everything.
+  std::vector<Task> one{std::move(task)};
+  std::vector<Task> again;
+  if (cleanups) {
+    run_cleanup(one.front(), again);
+  } else {
+    renew_batch(one, again);
+  }
+  for (auto& next : again) push(std::move(next));
 }
 
 void Watchdog::run_worker(Worker& worker, bool cleanups) {
