@@ -303,14 +303,18 @@ class Run {
     }
     std::lock_guard lock(bystander_.mutex);
     const long long renewal_every = lease_.count() / 3;
-    const long long late_ms =
-        bystander_.lowest_ttl_ms < 0 ? 0 : std::max(0LL, lease_.count() - renewal_every - bystander_.lowest_ttl_ms);
+    // PTTL answers -2 once the key is gone.
+    const std::string lateness =
+        bystander_.lowest_ttl_ms > 0
+            ? fmt::format("renewals at most {} ms late",
+                          std::max(0LL, lease_.count() - renewal_every - bystander_.lowest_ttl_ms))
+            : std::string("the key EXPIRED");
     bystander_summary_ = fmt::format(
         "lease on default held {:.0f} s through {} stalls of the other backend: {}; lowest TTL on its server "
-        "during the stalls {} ms of {} ({} samples), so renewals at most {} ms late; renewal lag (metric) "
-        "max {} ms, p99 <= {} ms; release {}",
+        "during the stalls {} ms of {} ({} samples), so {}; renewal lag (metric) max {} ms, p99 <= {} ms; "
+        "release {}",
         held_s, bystander_.stalls, lost ? "LOST (" + bystander_.lost + ")" : std::string("never lost"),
-        bystander_.lowest_ttl_ms, lease_.count(), bystander_.samples, late_ms, lag_max_us / 1000,
+        bystander_.lowest_ttl_ms, lease_.count(), bystander_.samples, lateness, lag_max_us / 1000,
         lag_p99_us / 1000, dlock::to_string(released));
     if (lost) violations.push_back("bystander: the lease on the healthy backend was lost while the other stalled");
     if (bystander_.samples > 0 && bystander_.lowest_ttl_ms <= 0) {
