@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <iterator>
 #include <system_error>
 
 #include "log.hpp"
@@ -121,10 +122,12 @@ void Watchdog::run() {
 }
 
 void Watchdog::dispatch(std::vector<Task>& due) {
+  // Handed over per worker in one go, so that leases due together go out as one batch.
+  std::map<WorkerKey, std::vector<Task>> work;
   for (auto& task : due) {
     if (task.kind == Kind::kCleanup) {
       const Backend* backend = task.cleanup->backend.get();
-      hand_to_worker(backend, true, std::move(task));
+      work[WorkerKey{backend, true}].push_back(std::move(task));
       continue;
     }
     auto lease = task.lease.lock();
@@ -137,39 +140,41 @@ void Watchdog::dispatch(std::vector<Task>& due) {
     }
     // Whatever the worker meets, the lease is checked again when its validity ends.
     push(Task{std::min(lease->valid_until(), lease->hold_deadline()), lease, nullptr, Kind::kExpiry});
-    hand_to_worker(lease->backend.get(), false, std::move(task));
+    work[WorkerKey{lease->backend.get(), false}].push_back(std::move(task));
   }
+  for (auto& [key, tasks] : work) hand_to_worker(key, std::move(tasks));
 }
 
-void Watchdog::hand_to_worker(const Backend* backend, bool cleanups, Task task) {
+void Watchdog::hand_to_worker(const WorkerKey& key, std::vector<Task> tasks) {
+  const bool cleanups = key.second;
   {
     std::lock_guard lock(mutex_);
     if (stopping_) return;
-    auto found = workers_.find(WorkerKey{backend, cleanups});
+    auto found = workers_.find(key);
     if (found == workers_.end()) {
       auto started = std::make_unique<Worker>();
       try {
         started->thread = std::thread([self = self_.lock(), w = started.get(), cleanups] {
           self->run_worker(*w, cleanups);
         });
-        found = workers_.emplace(WorkerKey{backend, cleanups}, std::move(started)).first;
+        found = workers_.emplace(key, std::move(started)).first;
       } catch (const std::system_error& e) {
         log(LogLevel::kError, "event=watchdog_thread_failed detail={}", field(e.what()));
       }
     }
     if (found != workers_.end()) {
-      found->second->work.push_back(std::move(task));
+      auto& work = found->second->work;
+      work.insert(work.end(), std::make_move_iterator(tasks.begin()), std::make_move_iterator(tasks.end()));
       found->second->wake.notify_one();
       return;
     }
   }
-  // No thread could be started: the call is made here, as one thread did for everything.
-  std::vector<Task> one{std::move(task)};
+  // No thread could be started: the calls are made here, as one thread did for everything.
   std::vector<Task> again;
   if (cleanups) {
-    run_cleanup(one.front(), again);
+    for (auto& task : tasks) run_cleanup(task, again);
   } else {
-    renew_batch(one, again);
+    renew_batch(tasks, again);
   }
   for (auto& next : again) push(std::move(next));
 }

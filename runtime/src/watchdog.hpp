@@ -76,8 +76,8 @@ class Watchdog {
   void push(Task task);
   /// Hands due tasks to their workers and checks the due expiry marks; never blocks on I/O.
   void dispatch(std::vector<Task>& due);
-  /// Queues `task` on the worker for (backend, cleanups), starting the worker if needed.
-  void hand_to_worker(const Backend* backend, bool cleanups, Task task);
+  /// Queues `tasks` on the worker for `key`, starting the worker if needed.
+  void hand_to_worker(const WorkerKey& key, std::vector<Task> tasks);
   /// Whether `lease` is still held and within max_hold and its validity; marks it lost if not.
   bool still_renewable(const std::shared_ptr<LeaseState>& lease);
   /// One Backend::renew call for the due leases of one backend; the leases still held go
