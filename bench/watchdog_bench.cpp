@@ -1,11 +1,12 @@
-// Holds many leases in one process and reports how late the single watchdog thread starts
-// their renewals, what that thread costs in CPU, and what a held lease costs in memory
+// Holds many leases in one process and reports how late the watchdog starts their renewals,
+// what its threads cost in CPU, and what a held lease costs in memory
 // (client process and server).
 //
 //   dlock_bench_watchdog [--leases N] [--seconds S] [--lease-ms L]
 //
-// CPU of the watchdog thread: utime + stime of the thread named "dlock-watchdog" in
-// /proc/self/task/*/stat over the holding period. Memory per lease: growth of the process's
+// CPU of the watchdog: utime + stime of its threads ("dlock-watchdog", the scheduler, and
+// "dlock-renew", the backend's renewal worker) in /proc/self/task/*/stat over the holding
+// period. Memory per lease: growth of the process's
 // resident set and of the server's used_memory while the leases were acquired, divided by N.
 // Last line, for scripts/bench:
 //   RESULT watchdog leases=N lease_ms=L renewals=R lost=0 lag_p99_us=.. lag_max_us=..
@@ -15,6 +16,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -30,13 +32,15 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// CPU seconds (user + system) of this process's thread called `name`, or -1 if there is none.
-double thread_cpu_seconds(const std::string& name) {
+// CPU seconds (user + system) of this process's threads called one of `names`, or -1 if
+// there is none.
+double thread_cpu_seconds(const std::vector<std::string>& names) {
+  double total = -1;
   for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
     std::ifstream comm(task.path() / "comm");
     std::string thread_name;
     std::getline(comm, thread_name);
-    if (thread_name != name) continue;
+    if (std::find(names.begin(), names.end(), thread_name) == names.end()) continue;
     std::ifstream stat_file(task.path() / "stat");
     std::string stat;
     std::getline(stat_file, stat);
@@ -44,12 +48,14 @@ double thread_cpu_seconds(const std::string& name) {
     std::istringstream rest(stat.substr(stat.rfind(')') + 2));
     std::vector<std::string> fields;
     for (std::string field; rest >> field;) fields.push_back(field);
-    if (fields.size() < 13) return -1;
+    if (fields.size() < 13) continue;
     const double ticks = std::stod(fields[11]) + std::stod(fields[12]);
-    return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+    total = std::max(total, 0.0) + ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
   }
-  return -1;
+  return total;
 }
+
+const std::vector<std::string> kWatchdogThreads{"dlock-watchdog", "dlock-renew"};
 
 long resident_bytes() {
   std::ifstream statm("/proc/self/statm");
@@ -86,7 +92,7 @@ int main(int argc, char** argv) try {
   settings.lease = std::chrono::milliseconds(lease_ms);
   settings.wait = 0ms;
   dlock::bench::RawConnection raw;
-  client.acquire("warm-up", settings).release();  // connections, watchdog thread
+  client.acquire("warm-up", settings).release();  // connections, watchdog threads
 
   std::vector<dlock::Lease> held;
   held.reserve(static_cast<std::size_t>(leases));
@@ -103,10 +109,10 @@ int main(int argc, char** argv) try {
   const long server_after = server_used_memory(raw);
   // Acquisition takes a while with many leases: the first renewals are already under way.
   const dlock::MetricsSnapshot start = client.metrics();
-  const double watchdog_before = thread_cpu_seconds("dlock-watchdog");
+  const double watchdog_before = thread_cpu_seconds(kWatchdogThreads);
   const double process_before = process_cpu_seconds();
   std::this_thread::sleep_for(std::chrono::seconds(seconds));
-  const double watchdog_after = thread_cpu_seconds("dlock-watchdog");
+  const double watchdog_after = thread_cpu_seconds(kWatchdogThreads);
   const double process_after = process_cpu_seconds();
 
   const dlock::MetricsSnapshot m = client.metrics();
@@ -123,7 +129,7 @@ int main(int argc, char** argv) try {
   fmt::print("renewal lag: mean {:.0f} us, p50 <= {} us, p99 <= {} us ({:.2f}% of the lease), max {} us\n",
              lag.mean_us(), lag.percentile_us(0.5), lag.percentile_us(0.99),
              100.0 * double(lag.percentile_us(0.99)) / lease_us, lag.max_us);
-  fmt::print("CPU while holding: watchdog thread {:.2f}% of one core, whole process {:.2f}%\n", watchdog_cpu,
+  fmt::print("CPU while holding: watchdog threads {:.2f}% of one core, whole process {:.2f}%\n", watchdog_cpu,
              process_cpu);
   fmt::print("memory per lease: client {:.0f} bytes (resident set), server {:.0f} bytes (used_memory)\n",
              client_per_lease, server_per_lease);

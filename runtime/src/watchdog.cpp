@@ -2,7 +2,8 @@
 
 #include <pthread.h>
 
-#include <map>
+#include <iterator>
+#include <system_error>
 
 #include "log.hpp"
 
@@ -15,30 +16,43 @@ Millis to_millis_ceil(Clock::duration d) {
   return std::max(Millis{1}, std::chrono::ceil<Millis>(d));
 }
 
+// Joins `thread`, or detaches it when it is the calling thread (which then ends by itself).
+void finish(std::thread& thread) noexcept {
+  if (thread.get_id() == std::this_thread::get_id()) {
+    thread.detach();
+  } else if (thread.joinable()) {
+    thread.join();
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<Watchdog> Watchdog::start(std::shared_ptr<Metrics> metrics) {
   std::shared_ptr<Watchdog> watchdog(new Watchdog(std::move(metrics)));
+  watchdog->self_ = watchdog;
   watchdog->thread_ = std::thread([self = watchdog] { self->run(); });
   return watchdog;
 }
 
-Watchdog::~Watchdog() = default;  // stop() has joined or detached the thread
+Watchdog::~Watchdog() = default;  // stop() has joined or detached every thread
 
 void Watchdog::stop() noexcept {
+  std::vector<std::thread*> workers;
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
+    for (auto& [key, worker] : workers_) {
+      worker->wake.notify_all();
+      workers.push_back(&worker->thread);
+    }
   }
   wake_.notify_all();
-  // The last reference to a client can be dropped on this very thread (say, a lease
-  // released in an on_lost callback). The thread then ends by itself and, holding the
-  // last reference to this object, destroys it on the way out.
-  if (thread_.get_id() == std::this_thread::get_id()) {
-    thread_.detach();
-  } else if (thread_.joinable()) {
-    thread_.join();
-  }
+  // The last reference to a client can be dropped on a watchdog thread (say, a lease
+  // released in an on_lost callback). That thread then ends by itself and, holding the
+  // last reference to this object, destroys it on the way out. No worker is added once
+  // stopping_ is set, so the list above is complete.
+  finish(thread_);
+  for (auto* thread : workers) finish(*thread);
 }
 
 void Watchdog::push(Task task) {
@@ -46,6 +60,7 @@ void Watchdog::push(Task task) {
   {
     std::lock_guard lock(mutex_);
     earliest = queue_.empty() || task.due < queue_.top().due;
+    if (task.kind == Kind::kRenew) ++renewals_queued_;
     queue_.push(std::move(task));
   }
   if (earliest) wake_.notify_one();
@@ -54,7 +69,7 @@ void Watchdog::push(Task task) {
 void Watchdog::track(const std::shared_ptr<LeaseState>& lease) {
   // With max_hold under lease/3 the first task is the max_hold mark itself.
   push(Task{std::min(later(lease->acquired_at, lease->settings.lease / 3), lease->hold_deadline()),
-            lease, nullptr});
+            lease, nullptr, Kind::kRenew});
 }
 
 void Watchdog::clean_up_after(std::shared_ptr<Backend> backend, Key key, std::string owner,
@@ -62,12 +77,17 @@ void Watchdog::clean_up_after(std::shared_ptr<Backend> backend, Key key, std::st
   const auto first = later(Clock::now(), backend->config().command_timeout);
   push(Task{first, {},
             std::make_shared<Cleanup>(Cleanup{std::move(backend), std::move(key),
-                                              std::move(owner), until})});
+                                              std::move(owner), until}),
+            Kind::kCleanup});
 }
 
 std::size_t Watchdog::tracked() const {
   std::lock_guard lock(mutex_);
-  return queue_.size();
+  std::size_t renewing = renewals_queued_;
+  for (const auto& [key, worker] : workers_) {
+    if (!key.second) renewing += worker->work.size();
+  }
+  return renewing;
 }
 
 void Watchdog::run() {
@@ -87,16 +107,103 @@ void Watchdog::run() {
     }
     const auto now = Clock::now();
     while (!queue_.empty() && queue_.top().due <= now) {
+      if (queue_.top().kind == Kind::kRenew) --renewals_queued_;
       due.push_back(queue_.top());
       queue_.pop();
     }
     lock.unlock();
-    renew_due(due);
+    dispatch(due);
     due.clear();
     lock.lock();
   }
   // Leases and clean-ups still queued are dropped here, on this thread.
   queue_ = {};
+  renewals_queued_ = 0;
+}
+
+void Watchdog::dispatch(std::vector<Task>& due) {
+  // Handed over per worker in one go, so that leases due together go out as one batch.
+  std::map<WorkerKey, std::vector<Task>> work;
+  for (auto& task : due) {
+    if (task.kind == Kind::kCleanup) {
+      const Backend* backend = task.cleanup->backend.get();
+      work[WorkerKey{backend, true}].push_back(std::move(task));
+      continue;
+    }
+    auto lease = task.lease.lock();
+    if (!lease || lease->released() || lease->lost()) continue;
+    if (task.kind == Kind::kExpiry) {
+      // The renewal may be stuck on a stalled server: the holder is told on time anyway.
+      // A renewal that got through has moved valid_until on, and this finds nothing.
+      still_renewable(lease);
+      continue;
+    }
+    // Whatever the worker meets, the lease is checked again when its validity ends.
+    push(Task{std::min(lease->valid_until(), lease->hold_deadline()), lease, nullptr,
+              Kind::kExpiry});
+    work[WorkerKey{lease->backend.get(), false}].push_back(std::move(task));
+  }
+  for (auto& [key, tasks] : work) hand_to_worker(key, std::move(tasks));
+}
+
+void Watchdog::hand_to_worker(const WorkerKey& key, std::vector<Task> tasks) {
+  const bool cleanups = key.second;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return;
+    auto found = workers_.find(key);
+    if (found == workers_.end()) {
+      auto started = std::make_unique<Worker>();
+      try {
+        started->thread = std::thread([self = self_.lock(), w = started.get(), cleanups] {
+          self->run_worker(*w, cleanups);
+        });
+        found = workers_.emplace(key, std::move(started)).first;
+      } catch (const std::system_error& e) {
+        log(LogLevel::kError, "event=watchdog_thread_failed detail={}", field(e.what()));
+      }
+    }
+    if (found != workers_.end()) {
+      auto& work = found->second->work;
+      work.insert(work.end(), std::make_move_iterator(tasks.begin()),
+                  std::make_move_iterator(tasks.end()));
+      found->second->wake.notify_one();
+      return;
+    }
+  }
+  // No thread could be started: the calls are made here, as one thread did for everything.
+  std::vector<Task> again;
+  if (cleanups) {
+    for (auto& task : tasks) run_cleanup(task, again);
+  } else {
+    renew_batch(tasks, again);
+  }
+  for (auto& next : again) push(std::move(next));
+}
+
+void Watchdog::run_worker(Worker& worker, bool cleanups) {
+  ::pthread_setname_np(::pthread_self(), cleanups ? "dlock-cleanup" : "dlock-renew");
+  std::unique_lock lock(mutex_);
+  std::vector<Task> batch;
+  std::vector<Task> again;
+  while (!stopping_) {
+    if (worker.work.empty()) {
+      worker.wake.wait(lock);
+      continue;
+    }
+    batch.swap(worker.work);
+    lock.unlock();
+    if (cleanups) {
+      for (auto& task : batch) run_cleanup(task, again);
+    } else {
+      renew_batch(batch, again);
+    }
+    batch.clear();
+    for (auto& task : again) push(std::move(task));
+    again.clear();
+    lock.lock();
+  }
+  worker.work.clear();  // dropped on this thread, as the scheduler drops its queue
 }
 
 void Watchdog::run_cleanup(Task& task, std::vector<Task>& again) {
@@ -110,30 +217,12 @@ void Watchdog::run_cleanup(Task& task, std::vector<Task>& again) {
   }
   // Nothing there yet may still mean a late request is in flight; look again until `until`.
   const auto next = later(Clock::now(), c.backend->config().command_timeout);
-  if (next < c.until) again.push_back(Task{next, {}, task.cleanup});
+  if (next < c.until) again.push_back(Task{next, {}, task.cleanup, Kind::kCleanup});
 }
 
-void Watchdog::renew_due(std::vector<Task>& due) {
-  std::vector<Task> again;
-  // Group by backend so that each backend gets one batch (one pipeline for Redis).
-  std::map<Backend*, std::vector<std::shared_ptr<LeaseState>>> batches;
-  for (auto& task : due) {
-    if (task.cleanup) {
-      run_cleanup(task, again);
-      continue;
-    }
-    auto lease = task.lease.lock();
-    if (still_renewable(task, lease)) batches[lease->backend.get()].push_back(std::move(lease));
-  }
-  for (auto& [backend, leases] : batches) renew_batch(*backend, leases, again);
-  for (auto& task : again) push(std::move(task));
-}
-
-bool Watchdog::still_renewable(const Task& task, const std::shared_ptr<LeaseState>& lease) {
+bool Watchdog::still_renewable(const std::shared_ptr<LeaseState>& lease) {
   if (!lease || lease->released() || lease->lost()) return false;
   const auto now = Clock::now();
-  metrics_->renewal_lag.record(now - task.due);
-  lease->series->renewal_lag.record(now - task.due);
   if (now >= lease->hold_deadline()) {
     lease->mark_lost(LossReason::kMaxHold, "max_hold reached; the key expires now");
     return false;
@@ -145,22 +234,32 @@ bool Watchdog::still_renewable(const Task& task, const std::shared_ptr<LeaseStat
   return true;
 }
 
-void Watchdog::renew_batch(Backend& backend, const std::vector<std::shared_ptr<LeaseState>>& leases,
-                           std::vector<Task>& again) {
+void Watchdog::renew_batch(std::vector<Task>& due, std::vector<Task>& again) {
+  std::vector<std::shared_ptr<LeaseState>> leases;
+  const auto sent = Clock::now();
+  for (auto& task : due) {
+    auto lease = task.lease.lock();
+    if (!still_renewable(lease)) continue;
+    // The lag is measured here, where the renewal goes out, not where it fell due.
+    metrics_->renewal_lag.record(sent - task.due);
+    lease->series->renewal_lag.record(sent - task.due);
+    leases.push_back(std::move(lease));
+  }
+  if (leases.empty()) return;
   std::vector<RenewItem> items;
   items.reserve(leases.size());
-  const auto sent = Clock::now();
   for (const auto& lease : leases) {
     const auto ttl =
         std::min<Clock::duration>(lease->settings.lease, lease->hold_deadline() - sent);
     items.push_back(RenewItem{&lease->key, lease->owner, to_millis_ceil(ttl)});
     items.back().token = lease->token;
   }
-  backend.renew(items);
+  leases.front()->backend->renew(items);
   for (std::size_t i = 0; i < leases.size(); ++i) {
     // Released while the renewal was in flight: whatever it found says nothing about a
-    // lease that no longer exists (the key may be gone or kept for min_hold).
-    if (leases[i]->released()) continue;
+    // lease that no longer exists (the key may be gone or kept for min_hold). Declared lost
+    // meanwhile (the renewal took longer than the validity): the holder has been told.
+    if (leases[i]->released() || leases[i]->lost()) continue;
     renewed(leases[i], items[i], sent, again);
   }
 }
@@ -175,7 +274,7 @@ void Watchdog::renewed(const std::shared_ptr<LeaseState>& lease, const RenewItem
       auto next = later(sent, lease->settings.lease / 3);
       // The last renewal before max_hold sets the key to expire exactly at max_hold.
       if (until >= lease->hold_deadline()) next = lease->hold_deadline();
-      again.push_back(Task{next, lease, nullptr});
+      again.push_back(Task{next, lease, nullptr, Kind::kRenew});
       break;
     }
     case RenewOutcome::kGone:
@@ -194,8 +293,8 @@ void Watchdog::renewed(const std::shared_ptr<LeaseState>& lease, const RenewItem
           std::max<std::int64_t>(
               0, std::chrono::duration_cast<Millis>(lease->valid_until() - Clock::now()).count()));
       // Retry soon, but come back no later than the end of validity to declare expiry.
-      again.push_back(
-          Task{std::min(later(Clock::now(), retry), lease->valid_until()), lease, nullptr});
+      again.push_back(Task{std::min(later(Clock::now(), retry), lease->valid_until()), lease,
+                           nullptr, Kind::kRenew});
       break;
     }
   }

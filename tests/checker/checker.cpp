@@ -1,6 +1,6 @@
 // dlock_checker: mutual exclusion under faults, checked over a recorded history.
 //
-//   dlock_checker --topology single|sentinel|cluster|redlock [--seconds 25] [--workers 4]
+//   dlock_checker --topology single|sentinel|cluster|redlock|two-backends [--seconds 25] [--workers 4]
 //                 [--lease-ms 1000] [--work-us 2000] [--seed N] [--liveness-bound-ms 3000]
 //                 [--wait-replicas N (sentinel; default 1)] [--broken-lock] [--no-fencing] [--keep]
 //
@@ -9,8 +9,10 @@
 // woven guard of section.cpp, each recording every hold with its fencing token and
 // CLOCK_MONOTONIC times. For --seconds, faults run one after another (holders stopped past
 // their lease or killed, CLIENT PAUSE, pub/sub connections dropped, and the topology's own:
-// server restarts, Sentinel failovers, slot migrations, Cluster failovers, Redlock instances
-// killed or stopped). Then the faults stop, the workers stop, and a fresh client must get the
+// server restarts, servers stopped with SIGSTOP, connections held, delayed or reset by a
+// proxy, Sentinel failovers, slot migrations, Cluster failovers, Redlock instances killed or
+// stopped). With two-backends, a bystander client holds a lease on the lock's backend and one
+// on a second backend that stalls, and the first must stay renewed. Then the faults stop, the workers stop, and a fresh client must get the
 // lock within lease + the liveness bound. The histories and the store's log are checked
 // (analysis.hpp) and a summary printed; exit status 1 on any violation, 2 when the run itself
 // could not be made (a server group that did not start, bad arguments).
@@ -25,13 +27,15 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <deque>
+#include <atomic>
 #include <chrono>
+#include <deque>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -158,6 +162,8 @@ class Run {
     dir_ = pattern;
   }
   ~Run() {
+    bystander_.done = true;
+    if (bystander_.sampler.joinable()) bystander_.sampler.join();
     for (auto& w : workers_) {
       if (w.process) w.process->kill();
     }
@@ -199,7 +205,7 @@ class Run {
     topology_->set_lock_key(fmt::format("dlock:{{{}:{}}}:fence", kService, kLockName));
     config_ = (dir_ / "checker.yaml").string();
     std::ofstream(config_) << "service: " << kService << "\nbackends:\n  default:\n"
-                           << topology_->backend_yaml()
+                           << topology_->backend_yaml() << topology_->other_backends_yaml()
                            << "locks:\n  \"checker::section\": { lease: " << o_.lease_ms
                            << "ms, wait: 20s }\n";
     stop_file_ = (dir_ / "stop").string();
@@ -208,6 +214,111 @@ class Run {
     if (!dlock::test::wait_until(
             [&] { return store_stat("accepted") >= 5L * o_.workers; }, 60s, 50ms)) {
       throw std::runtime_error("the workers made no progress within 60 s before any fault");
+    }
+    if (!topology_->stalling_backend().empty()) start_bystander();
+  }
+
+  // One client holding a lease on `default` and one on the stalling backend for the whole
+  // run; a thread samples the TTL of the first on its server while the other stalls.
+  void start_bystander() {
+    bystander_.client = std::make_unique<dlock::Client>(dlock::load_config(config_));
+    dlock::LockSettings on_default;
+    on_default.lease = lease_;
+    on_default.wait = 5s;
+    bystander_.healthy = bystander_.client->acquire("bystander", on_default, "bystander");
+    if (!bystander_.healthy) {
+      throw std::runtime_error("bystander: no lease on the default backend: " + bystander_.healthy.error());
+    }
+    bystander_.healthy.view().on_lost([this](const dlock::LeaseView& view) {
+      std::lock_guard lock(bystander_.mutex);
+      bystander_.lost = dlock::to_string(view.loss_reason());
+    });
+    dlock::LockSettings on_stalling = on_default;
+    on_stalling.backend = topology_->stalling_backend();
+    bystander_.stalled = bystander_.client->acquire("bystander", on_stalling, "bystander-stalled");
+    bystander_.held_from = monotonic_ns();
+    bystander_.sampler = std::thread([this, node = topology_->default_node()] {
+      RedisAdmin admin(node.host, node.port, 2s);
+      const std::string key = fmt::format("dlock:{{{}:{}}}:lock", kService, "bystander");
+      while (!bystander_.done.load()) {
+        if (bystander_.stalling.load()) {
+          long long ttl = -3;
+          try {
+            ttl = admin.integer({"PTTL", key});
+          } catch (const std::exception&) {
+            // the default server is healthy; a failed sample is just skipped
+          }
+          if (ttl != -3) {
+            std::lock_guard lock(bystander_.mutex);
+            ++bystander_.samples;
+            if (bystander_.lowest_ttl_ms < 0 || ttl < bystander_.lowest_ttl_ms) bystander_.lowest_ttl_ms = ttl;
+          }
+        }
+        std::this_thread::sleep_for(10ms);
+      }
+    });
+  }
+
+  // Runs a stall of the stalling backend while acquires on it time out (leaving clean-ups in
+  // the bystander's client, as timed-out acquires do).
+  std::string with_stall(const std::string& kind) {
+    bystander_.stalling = true;
+    std::thread acquirers([this] {
+      dlock::LockSettings settings;
+      settings.lease = lease_;
+      settings.backend = topology_->stalling_backend();
+      for (int i = 0; i < 3; ++i) {
+        (void)bystander_.client->try_acquire(fmt::format("timed-out-{}", bystander_.timed_out++), settings,
+                                             "timed-out");
+      }
+    });
+    std::string detail;
+    try {
+      detail = topology_->inject(kind, rng_);
+    } catch (...) {
+      bystander_.stalling = false;
+      acquirers.join();
+      throw;
+    }
+    bystander_.stalling = false;
+    ++bystander_.stalls;
+    acquirers.join();
+    return detail;
+  }
+
+  // Ends the bystander; its verdict goes into `violations`, its figures into the summary.
+  void stop_bystander(std::vector<std::string>& violations) {
+    if (!bystander_.client) return;
+    bystander_.done = true;
+    if (bystander_.sampler.joinable()) bystander_.sampler.join();
+    const double held_s = double(monotonic_ns() - bystander_.held_from) / 1e9;
+    const bool lost = bystander_.healthy.lost();
+    const auto released = bystander_.healthy.release();
+    (void)bystander_.stalled.release();
+    std::uint64_t lag_max_us = 0, lag_p99_us = 0;
+    for (const auto& m : bystander_.client->metrics().by_name) {
+      if (m.name != "bystander") continue;
+      lag_max_us = m.renewal_lag.max_us;
+      lag_p99_us = m.renewal_lag.percentile_us(0.99);
+    }
+    std::lock_guard lock(bystander_.mutex);
+    const long long renewal_every = lease_.count() / 3;
+    // PTTL answers -2 once the key is gone.
+    const std::string lateness =
+        bystander_.lowest_ttl_ms > 0
+            ? fmt::format("renewals at most {} ms late",
+                          std::max(0LL, lease_.count() - renewal_every - bystander_.lowest_ttl_ms))
+            : std::string("the key EXPIRED");
+    bystander_summary_ = fmt::format(
+        "lease on default held {:.0f} s through {} stalls of the other backend: {}; lowest TTL on its server "
+        "during the stalls {} ms of {} ({} samples), so {}; renewal lag (metric) max {} ms, p99 <= {} ms; "
+        "release {}",
+        held_s, bystander_.stalls, lost ? "LOST (" + bystander_.lost + ")" : std::string("never lost"),
+        bystander_.lowest_ttl_ms, lease_.count(), bystander_.samples, lateness, lag_max_us / 1000,
+        lag_p99_us / 1000, dlock::to_string(released));
+    if (lost) violations.push_back("bystander: the lease on the healthy backend was lost while the other stalled");
+    if (bystander_.samples > 0 && bystander_.lowest_ttl_ms <= 0) {
+      violations.push_back("bystander: the key on the healthy backend expired while the other stalled");
     }
   }
 
@@ -249,6 +360,7 @@ class Run {
   }
 
   std::string inject(const std::string& kind) {
+    if (bystander_.client && (kind == "stop-other" || kind == "blackhole-other")) return with_stall(kind);
     if (kind == "pause-holder") {
       Worker* w = stop_a_holder();
       if (w == nullptr) return "";
@@ -387,6 +499,7 @@ class Run {
                                          "more than lease + bound = {} ms", *liveness_ms, bound_ms));
     }
     if (worker_failures_ > 0) v.violations.push_back(fmt::format("{} workers failed", worker_failures_));
+    stop_bystander(v.violations);
 
     std::map<std::string, int> by_kind;
     for (const auto& f : faults_) ++by_kind[f.kind];
@@ -420,6 +533,7 @@ class Run {
                     liveness_ms ? fmt::format("lock acquired {} ms after the faults stopped", *liveness_ms)
                                 : std::string("lock NOT acquired"),
                     o_.lease_ms, o_.liveness_bound_ms));
+    if (!bystander_summary_.empty()) say("  bystander           " + bystander_summary_);
     say(fmt::format("  violations          {}", v.violations.size()));
     for (const auto& violation : v.violations) say("    - " + violation);
     if (o_.keep) say("  histories kept in " + dir_.string());
@@ -439,6 +553,22 @@ class Run {
   int worker_failures_ = 0;
   int failed_faults_ = 0;
   std::vector<checker::Fault> faults_;
+  struct Bystander {
+    std::unique_ptr<dlock::Client> client;
+    dlock::Lease healthy;
+    dlock::Lease stalled;
+    std::atomic<bool> stalling{false};  // a stall of the other backend is under way
+    std::atomic<bool> done{false};
+    std::thread sampler;
+    long long held_from = 0;
+    int stalls = 0;
+    int timed_out = 0;
+    std::mutex mutex;  // guards the fields below
+    std::string lost;
+    long long lowest_ttl_ms = -1;
+    long samples = 0;
+  } bystander_;
+  std::string bystander_summary_;
 };
 
 }  // namespace

@@ -26,18 +26,77 @@ std::size_t pick(std::mt19937& rng, std::size_t n) {
   return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng);
 }
 
+std::chrono::milliseconds between(std::mt19937& rng, std::chrono::milliseconds low,
+                                  std::chrono::milliseconds high) {
+  return std::chrono::milliseconds(std::uniform_int_distribution<long long>(low.count(), high.count())(rng));
+}
+
+// SIGSTOP of `server` for lease + 0.2 ... lease + 1 s, then SIGCONT: connections are accepted
+// and requests queue up unanswered, unlike a killed server, which refuses at once.
+std::string stop_for_a_while(RedisServer& server, std::chrono::milliseconds lease, std::mt19937& rng,
+                             const std::string& what) {
+  const auto stopped = lease + between(rng, 200ms, 1000ms);
+  server.pause();
+  std::this_thread::sleep_for(stopped);
+  server.resume();
+  return fmt::format("{} stopped (SIGSTOP) for {} ms", what, stopped.count());
+}
+
+// The network faults of a proxy between the clients and one server; every one ends with the
+// proxy forwarding again.
+const std::vector<std::string> kNetworkFaults{"net-blackhole", "net-delay", "net-reset"};
+
+std::string network_fault(const std::string& kind, dlock::test::TcpProxy& proxy,
+                          std::chrono::milliseconds lease, std::mt19937& rng, const std::string& what) {
+  if (kind == "net-blackhole") {  // nothing crosses; held bytes cross after it heals
+    const auto held = lease + between(rng, 200ms, 1000ms);
+    proxy.blackhole();
+    std::this_thread::sleep_for(held);
+    proxy.pass();
+    return fmt::format("connections to {} held (blackhole) for {} ms", what, held.count());
+  }
+  if (kind == "net-delay") {  // every byte late, for two leases
+    const auto late = between(rng, 50ms, lease / 2);
+    proxy.delay(late);
+    std::this_thread::sleep_for(2 * lease);
+    proxy.pass();
+    return fmt::format("connections to {} delayed by {} ms for {} ms", what, late.count(), (2 * lease).count());
+  }
+  if (kind != "net-reset") throw std::logic_error("no network fault " + kind);
+  const auto down = between(rng, 100ms, 500ms);
+  proxy.reset();
+  std::this_thread::sleep_for(down);
+  proxy.pass();
+  return fmt::format("connections to {} reset (RST), new ones too, for {} ms", what, down.count());
+}
+
+bool is_network_fault(const std::string& kind) {
+  return std::find(kNetworkFaults.begin(), kNetworkFaults.end(), kind) != kNetworkFaults.end();
+}
+
 // ---------------------------------------------------------------------------------------
-// single: one server, restarted without its data.
+// single: one server, restarted without its data or stopped; the clients reach it through a
+// proxy that can hold, delay or reset their connections.
 class Single final : public Topology {
  public:
-  void start() override { server_.start(); }
+  explicit Single(std::chrono::milliseconds lease) : lease_(lease) {}
+  void start() override {
+    server_.start();
+    proxy_ = std::make_unique<dlock::test::TcpProxy>(server_.host(), server_.port());
+  }
   std::string backend_yaml() override {
     return fmt::format("    topology: single\n    address: {}\n    connect_timeout: 500ms\n"
                        "    command_timeout: 1s\n    poll_interval: 100ms\n",
-                       server_.address());
+                       proxy_->address());
   }
-  std::vector<std::string> fault_kinds() const override { return {"restart-server"}; }
-  std::string inject(const std::string& kind, std::mt19937&) override {
+  std::vector<std::string> fault_kinds() const override {
+    std::vector<std::string> kinds{"restart-server", "stop-server"};
+    kinds.insert(kinds.end(), kNetworkFaults.begin(), kNetworkFaults.end());
+    return kinds;
+  }
+  std::string inject(const std::string& kind, std::mt19937& rng) override {
+    if (kind == "stop-server") return stop_for_a_while(server_, lease_, rng, "the server");
+    if (is_network_fault(kind)) return network_fault(kind, *proxy_, lease_, rng, "the server");
     if (kind != "restart-server") throw std::logic_error("single: no fault " + kind);
     server_.kill();                        // SIGKILL: no persistence, so every lock is forgotten
     std::this_thread::sleep_for(200ms);
@@ -47,18 +106,23 @@ class Single final : public Topology {
   Node lock_node(std::mt19937&) override { return node_of(server_); }
   std::vector<Node> pubsub_nodes() override { return {node_of(server_)}; }
   void wait_healthy() override {
+    if (server_.paused()) server_.resume();
     if (!server_.running()) server_.start();
+    proxy_->pass();
   }
 
  private:
   RedisServer server_;
+  std::unique_ptr<dlock::test::TcpProxy> proxy_;
+  std::chrono::milliseconds lease_;
 };
 
 // ---------------------------------------------------------------------------------------
 // sentinel: 1 master, 2 replicas, 3 sentinels; clients use wait_replicas (1 by default).
 class Sentinel final : public Topology {
  public:
-  explicit Sentinel(int wait_replicas) : group_(options()), wait_replicas_(wait_replicas) {}
+  Sentinel(int wait_replicas, std::chrono::milliseconds lease)
+      : group_(options()), wait_replicas_(wait_replicas), lease_(lease) {}
   static dlock::test::SentinelGroup::Options options() {
     dlock::test::SentinelGroup::Options o;
     o.down_after = 1000ms;
@@ -72,10 +136,18 @@ class Sentinel final : public Topology {
                        "    poll_interval: 100ms\n",
                        group_.options().master_name, yaml_list(group_.sentinel_endpoints()), wait_replicas_);
   }
-  std::vector<std::string> fault_kinds() const override { return {"sentinel-failover", "kill-master"}; }
-  std::string inject(const std::string& kind, std::mt19937&) override {
+  std::vector<std::string> fault_kinds() const override {
+    return {"sentinel-failover", "kill-master", "stop-master"};
+  }
+  std::string inject(const std::string& kind, std::mt19937& rng) override {
     const int old = group_.master_index();
     if (old < 0) throw std::runtime_error("sentinel: no master named before " + kind);
+    if (kind == "stop-master") {  // past down-after-milliseconds (1 s): a failover may start
+      std::string detail = stop_for_a_while(group_.data(static_cast<std::size_t>(old)), lease_, rng,
+                                            fmt::format("master {}", old));
+      wait_healthy();
+      return detail + fmt::format("; master now {}", group_.master_index());
+    }
     if (kind == "sentinel-failover") {
       const int now = group_.failover(30s);
       wait_healthy();
@@ -115,6 +187,7 @@ class Sentinel final : public Topology {
  private:
   dlock::test::SentinelGroup group_;
   int wait_replicas_;
+  std::chrono::milliseconds lease_;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -122,7 +195,7 @@ class Sentinel final : public Topology {
 // master killed.
 class Cluster final : public Topology {
  public:
-  Cluster() : group_(options()) {}
+  explicit Cluster(std::chrono::milliseconds lease) : group_(options()), lease_(lease) {}
   static dlock::test::RedisClusterGroup::Options options() {
     dlock::test::RedisClusterGroup::Options o;
     o.node_timeout = 2000ms;
@@ -137,13 +210,19 @@ class Cluster final : public Topology {
                        yaml_list(seeds));
   }
   std::vector<std::string> fault_kinds() const override {
-    return {"migrate-slot", "cluster-failover", "kill-master"};
+    return {"migrate-slot", "cluster-failover", "kill-master", "stop-master"};
   }
   std::string inject(const std::string& kind, std::mt19937& rng) override {
     const int slot = lock_slot();
     const int master = group_.master_of_slot(slot);
     if (master < 0) throw std::runtime_error("cluster: no master serves the lock's slot");
     if (kind == "migrate-slot") return migrate(slot, static_cast<std::size_t>(master), rng);
+    if (kind == "stop-master") {  // up to cluster-node-timeout (2 s): a failover may start
+      std::string detail = stop_for_a_while(group_.node(static_cast<std::size_t>(master)), lease_, rng,
+                                            fmt::format("slot {}: master {}", slot, master));
+      wait_healthy();
+      return detail + fmt::format("; slot master now {}", group_.master_of_slot(slot));
+    }
     if (kind == "cluster-failover") {
       const int replica = group_.replica_of(static_cast<std::size_t>(master));
       if (replica < 0) return "skipped: the slot's master has no replica";
@@ -253,6 +332,7 @@ class Cluster final : public Topology {
   }
 
   dlock::test::RedisClusterGroup group_;
+  std::chrono::milliseconds lease_;
   int slot_ = -1;
 };
 
@@ -262,18 +342,26 @@ class Cluster final : public Topology {
 class Redlock final : public Topology {
  public:
   explicit Redlock(std::chrono::milliseconds lease) : group_(5), lease_(lease) {}
-  void start() override { group_.start(); }
+  void start() override {
+    group_.start();
+    for (std::size_t i = 0; i < group_.size(); ++i) {
+      proxies_.push_back(std::make_unique<dlock::test::TcpProxy>(group_.instance(i).host(), group_.instance(i).port()));
+    }
+  }
   std::string backend_yaml() override {
-    std::vector<std::string> instances;
-    for (const auto& e : group_.endpoints()) instances.push_back(e);
+    std::vector<std::string> instances;  // every instance through its proxy
+    for (const auto& proxy : proxies_) instances.push_back(proxy->endpoint());
     return fmt::format("    topology: redlock\n    instances: {}\n    connect_timeout: 500ms\n"
                        "    command_timeout: 500ms\n    poll_interval: 100ms\n",
                        yaml_list(instances));
   }
-  std::vector<std::string> fault_kinds() const override { return {"restart-instance", "stop-instance"}; }
+  std::vector<std::string> fault_kinds() const override {
+    return {"restart-instance", "stop-instance", "net-blackhole", "net-delay", "net-reset"};
+  }
   std::string inject(const std::string& kind, std::mt19937& rng) override {
     const std::size_t i = pick(rng, group_.size());
     RedisServer& instance = group_.instance(i);
+    if (is_network_fault(kind)) return network_fault(kind, *proxies_[i], lease_, rng, fmt::format("instance {}", i));
     if (kind == "stop-instance") {  // SIGSTOP: requests queue up and are answered late
       const auto stopped = lease_ + std::chrono::milliseconds(pick(rng, 1000));
       instance.pause();
@@ -300,10 +388,70 @@ class Redlock final : public Topology {
       if (group_.instance(i).paused()) group_.instance(i).resume();
       if (!group_.instance(i).running()) group_.instance(i).start();
     }
+    for (auto& proxy : proxies_) proxy->pass();
   }
 
  private:
   dlock::test::RedlockGroup group_;
+  std::vector<std::unique_ptr<dlock::test::TcpProxy>> proxies_;
+  std::chrono::milliseconds lease_;
+};
+
+// ---------------------------------------------------------------------------------------
+// two-backends: the lock on one single server (`default`), and a second single server
+// (`other`, reached through a proxy) that is stopped or cut off for longer than a lease.
+// The checker holds a lease on each the whole run; the one on `default` must stay renewed.
+class TwoBackends final : public Topology {
+ public:
+  explicit TwoBackends(std::chrono::milliseconds lease) : lease_(lease) {}
+  void start() override {
+    server_.start();
+    other_.start();
+    proxy_ = std::make_unique<dlock::test::TcpProxy>(other_.host(), other_.port());
+  }
+  std::string backend_yaml() override {
+    return fmt::format("    topology: single\n    address: {}\n    connect_timeout: 500ms\n"
+                       "    command_timeout: 1s\n    poll_interval: 100ms\n",
+                       server_.address());
+  }
+  std::string other_backends_yaml() override {
+    return fmt::format("  other:\n    topology: single\n    address: {}\n    connect_timeout: 500ms\n"
+                       "    command_timeout: 1s\n    poll_interval: 100ms\n",
+                       proxy_->address());
+  }
+  std::string stalling_backend() const override { return "other"; }
+  Node default_node() override { return node_of(server_); }
+  std::vector<std::string> fault_kinds() const override { return {"stop-other", "blackhole-other"}; }
+  std::string inject(const std::string& kind, std::mt19937& rng) override {
+    // Two to three leases: the bystander's lease on `default` is renewed several times meanwhile.
+    const auto stalled = 2 * lease_ + between(rng, 0ms, lease_);
+    if (kind == "stop-other") {
+      other_.pause();
+      std::this_thread::sleep_for(stalled);
+      other_.resume();
+      return fmt::format("the other backend's server stopped (SIGSTOP) for {} ms", stalled.count());
+    }
+    if (kind != "blackhole-other") throw std::logic_error("two-backends: no fault " + kind);
+    proxy_->blackhole();
+    std::this_thread::sleep_for(stalled);
+    proxy_->pass();
+    return fmt::format("connections to the other backend held (blackhole) for {} ms", stalled.count());
+  }
+  // CLIENT PAUSE goes to the other backend too: one more way for it to stall.
+  Node lock_node(std::mt19937&) override { return node_of(other_); }
+  std::vector<Node> pubsub_nodes() override { return {node_of(server_), node_of(other_)}; }
+  void wait_healthy() override {
+    for (RedisServer* server : {&server_, &other_}) {
+      if (server->paused()) server->resume();
+      if (!server->running()) server->start();
+    }
+    proxy_->pass();
+  }
+
+ private:
+  RedisServer server_;
+  RedisServer other_;
+  std::unique_ptr<dlock::test::TcpProxy> proxy_;
   std::chrono::milliseconds lease_;
 };
 
@@ -311,12 +459,13 @@ class Redlock final : public Topology {
 
 std::unique_ptr<Topology> make_topology(const std::string& name, std::chrono::milliseconds lease,
                                         int wait_replicas) {
-  if (name == "single") return std::make_unique<Single>();
-  if (name == "sentinel") return std::make_unique<Sentinel>(wait_replicas);
-  if (name == "cluster") return std::make_unique<Cluster>();
+  if (name == "single") return std::make_unique<Single>(lease);
+  if (name == "sentinel") return std::make_unique<Sentinel>(wait_replicas, lease);
+  if (name == "cluster") return std::make_unique<Cluster>(lease);
   if (name == "redlock") return std::make_unique<Redlock>(lease);
+  if (name == "two-backends") return std::make_unique<TwoBackends>(lease);
   throw std::invalid_argument("--topology: unknown topology '" + name +
-                              "' (single, sentinel, cluster or redlock)");
+                              "' (single, sentinel, cluster, redlock or two-backends)");
 }
 
 }  // namespace checker

@@ -9,6 +9,7 @@
 
 #include "redis_groups.hpp"
 #include "redis_process.hpp"
+#include "tcp_proxy.hpp"
 
 namespace checker {
 
@@ -25,6 +26,14 @@ class Topology {
   virtual void start() = 0;
   /// The `backends.default` block of the YAML configuration (indented by 4 spaces).
   [[nodiscard]] virtual std::string backend_yaml() = 0;
+  /// More entries of `backends:` (each `  name:` and its block), or nothing.
+  [[nodiscard]] virtual std::string other_backends_yaml() { return ""; }
+  /// A backend that stalls under the faults while leases on `default` must stay renewed:
+  /// the checker then holds a lease on each through the whole run (the bystander) and
+  /// measures how late the one on `default` is renewed. Empty: none.
+  [[nodiscard]] virtual std::string stalling_backend() const { return ""; }
+  /// The server of `default` that holds `redis_key`, for the bystander's TTL samples.
+  [[nodiscard]] virtual Node default_node() { return Node{}; }
   /// Fault kinds of this topology, besides the ones every topology has.
   [[nodiscard]] virtual std::vector<std::string> fault_kinds() const = 0;
   /// Runs one fault of a kind from fault_kinds(), including its repair; returns a detail
@@ -43,7 +52,8 @@ class Topology {
   std::string lock_key_;
 };
 
-/// single, sentinel (clients use `wait_replicas`, ignored by the others), cluster or redlock;
+/// single, sentinel (clients use `wait_replicas`, ignored by the others), cluster, redlock or
+/// two-backends (a single server for the lock, and a second single server that stalls);
 /// throws on another name.
 std::unique_ptr<Topology> make_topology(const std::string& name, std::chrono::milliseconds lease,
                                         int wait_replicas);

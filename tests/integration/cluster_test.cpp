@@ -227,5 +227,72 @@ TEST(Cluster, LockLoopOverAThousandKeysSurvivesAReshardAndAManualFailover) {
   EXPECT_GT(during_reshard, 0);
 }
 
+// One master stopped (SIGSTOP: connections are accepted, nothing is answered) with several
+// leases on it. Their renewals must fail together, not one by one at a timeout each, so that
+// a lease on another master is still renewed in time and never expires.
+TEST(Cluster, AStoppedMasterDoesNotDelayRenewalsOfLeasesOnTheOthers) {
+  RedisClusterGroup::Options options;
+  options.replicas_per_master = 0;
+  options.node_timeout = 30s;  // no failover while the master is stopped
+  RedisClusterGroup cluster(options);
+  cluster.start();
+  Config config = topology_config(Topology::kCluster, endpoints_of(cluster.master_endpoints()));
+  const std::string service = config.service;
+  const auto master_of = [&](const std::string& key) {
+    return cluster.master_of_slot(internal::key_slot(internal::lock_keys(service, key).lock));
+  };
+  const int stalled = master_of("on-the-stalled-master-0");
+  ASSERT_GE(stalled, 0);
+  std::vector<std::string> stalled_keys;
+  std::string healthy_key;
+  constexpr std::size_t kOnStalled = 20;
+  for (int i = 0; i < 400 && (stalled_keys.size() < kOnStalled || healthy_key.empty()); ++i) {
+    const std::string key = "key-" + std::to_string(i);
+    const int master = master_of(key);
+    if (master == stalled && stalled_keys.size() < kOnStalled) stalled_keys.push_back(key);
+    if (master >= 0 && master != stalled && healthy_key.empty()) healthy_key = key;
+  }
+  ASSERT_EQ(stalled_keys.size(), kOnStalled);
+  ASSERT_FALSE(healthy_key.empty());
+
+  Client client(config);
+  std::vector<Lease> on_stalled;
+  for (const auto& key : stalled_keys) {
+    on_stalled.push_back(client.acquire(key, settings(4s)));
+    ASSERT_TRUE(on_stalled.back()) << on_stalled.back().error();
+  }
+  Lease healthy = client.acquire(healthy_key, settings(3s));
+  ASSERT_TRUE(healthy) << healthy.error();
+  std::atomic<bool> told_lost{false};
+  healthy.view().on_lost([&](const LeaseView&) { told_lost = true; });
+
+  RedisServer& stopped = cluster.node(static_cast<std::size_t>(stalled));
+  stopped.pause();
+  struct Resume {
+    RedisServer& server;
+    ~Resume() {
+      if (server.paused()) server.resume();
+    }
+  } resume{stopped};
+  RedisAdmin admin(cluster.node(static_cast<std::size_t>(master_of(healthy_key))));
+  const std::string lock_key = internal::lock_keys(service, healthy_key).lock;
+  long long lowest_ttl = 1'000'000;
+  const auto until = Clock::now() + 6s;  // twice the healthy lease
+  while (Clock::now() < until && !told_lost) {
+    lowest_ttl = std::min(lowest_ttl, admin.integer({"PTTL", lock_key}));
+    std::this_thread::sleep_for(20ms);
+  }
+  stopped.resume();
+  const auto metrics = client.metrics();
+  std::printf("[ measure ] cluster, one of 3 masters stopped for 6 s with 20 leases on it: lowest TTL of "
+              "the 3 s lease on another master %lld ms; renewal lag max %llu ms; %llu renewal failures\n",
+              lowest_ttl, static_cast<unsigned long long>(metrics.renewal_lag.max_us / 1000),
+              static_cast<unsigned long long>(metrics.renewal_failures));
+  EXPECT_FALSE(told_lost.load()) << "on_lost ran for the lease on a healthy master";
+  EXPECT_FALSE(healthy.lost()) << to_string(healthy.view().loss_reason());
+  EXPECT_GT(lowest_ttl, 0) << "the key on the healthy master expired while another was stopped";
+  EXPECT_EQ(healthy.release(), ReleaseStatus::kReleased);
+}
+
 }  // namespace
 }  // namespace dlock::test

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "redis_process.hpp"
+#include "tcp_proxy.hpp"
 
 namespace dlock::test {
 namespace {
@@ -339,6 +340,31 @@ TEST(PortTest, FreeLoopbackPortIsBindable) {
   const int port = free_loopback_port();
   EXPECT_GT(port, 0);
   EXPECT_LT(port, 65536);
+}
+
+TEST(TcpProxyTest, ForwardsHoldsDelaysAndResetsConnections) {
+  RedisServer server;
+  server.start();
+  TcpProxy proxy(server.host(), server.port());
+  RedisAdmin admin("127.0.0.1", proxy.port(), 300ms);
+  ASSERT_TRUE(admin.ping());
+
+  proxy.blackhole();
+  EXPECT_THROW(admin.command({"PING"}), RedisIoError) << "a held request was answered";
+  RedisAdmin newcomer("127.0.0.1", proxy.port(), 300ms);
+  EXPECT_FALSE(newcomer.ping()) << "a new connection got through the blackhole";
+
+  proxy.delay(150ms);
+  const auto before = std::chrono::steady_clock::now();
+  EXPECT_TRUE(admin.ping());
+  EXPECT_GE(std::chrono::steady_clock::now() - before, 150ms);
+
+  proxy.reset();
+  EXPECT_FALSE(admin.ping());
+  proxy.pass();
+  EXPECT_TRUE(admin.ping());
+  proxy.stop();
+  EXPECT_FALSE(admin.ping());
 }
 
 }  // namespace

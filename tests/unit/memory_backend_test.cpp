@@ -26,7 +26,9 @@ TEST(MemoryBackend, KeysNoLongerHeldDoNotKeepMemory) {
   set_log_level(LogLevel::kWarn);  // no line per min_hold release
   Client client(memory_config());
   LockSettings s;
-  s.lease = 60ms;
+  // Long enough that a test thread descheduled for a while (TSan under load: 184 ms seen)
+  // still gets and releases its lease in time; the watchdog's first look is at lease/3.
+  s.lease = 300ms;
   s.wait = 0ms;
   // Released at once, so each key is kept until it expires (unless the release itself comes
   // later than this; the fencing counter stays behind either way).

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <mutex>
@@ -125,18 +126,31 @@ class ClusterBackend final : public RoutedBackend {
       pool_for(map->masters[master])->run([&](Connection& conn) {
         replies = run_pipeline(conn, pipeline);
         return Reply::ok(nullptr);
+      }, ConnectionPool::Lane::kRenewal);
+      // A master that accepted the pipeline and then did not answer in time (stopped,
+      // blackholed) fails all its items at once: going through them one by one would cost
+      // a timeout each, and every other lease of this backend would wait for that.
+      const bool stalled = std::any_of(replies.begin(), replies.end(), [](const Reply& reply) {
+        return reply.status() == Reply::Status::kTimeout;
       });
       for (std::size_t k = 0; k < indexes.size(); ++k) {
         const bool answered = k < replies.size() && replies[k].ok() &&
                               replies[k].server_error() == ServerError::kNone;
         if (answered) {
           items[indexes[k]].outcome = renew_outcome_of(replies[k]);
+        } else if (stalled) {
+          items[indexes[k]].outcome = RenewOutcome::kUnavailable;
         } else {
-          unrouted.push_back(indexes[k]);  // moved, migrating or unreachable: one by one
+          unrouted.push_back(indexes[k]);  // moved, migrating or refused: one by one
         }
       }
     }
     for (std::size_t i : unrouted) {
+      // Past the round's deadline the rest are retried with the next round, not now.
+      if (Clock::now() >= deadline) {
+        items[i].outcome = RenewOutcome::kUnavailable;
+        continue;
+      }
       items[i].outcome =
           renew_outcome_of(routed(slots[i], deadline, [&](Connection& conn, bool asking) {
             return calls[i].run(conn, asking);

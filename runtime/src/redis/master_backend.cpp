@@ -86,23 +86,26 @@ class MasterBackend final : public RoutedBackend {
     }
     std::vector<const ScriptCall*> pipeline;
     for (const auto& call : calls) pipeline.push_back(&call);
-    on_master(Clock::now() + config_.command_timeout, [&](Connection& conn) {
-      std::vector<Reply> replies = run_pipeline(conn, pipeline, wait_command());
-      const bool replicated = config_.wait_replicas == 0 ||
-                              (replies.back().ok() && replies.back().is_integer() &&
-                               replies.back().integer() >= config_.wait_replicas);
-      for (std::size_t i = 0; i < items.size(); ++i) {
-        items[i].outcome = renew_outcome_of(replies[i]);
-        // An extension that no replica confirmed could vanish in a failover.
-        if (!replicated && items[i].outcome == RenewOutcome::kRenewed) {
-          items[i].outcome = RenewOutcome::kUnavailable;
-        }
-      }
-      for (auto& reply : replies) {
-        if (!reply.ok() || wrong_master(reply)) return std::move(reply);
-      }
-      return Reply::ok(nullptr);
-    });
+    // On the connection kept for renewals: acquirers holding every shared one (WAIT under
+    // contention) must not make leases expire.
+    on_master(Clock::now() + config_.command_timeout, ConnectionPool::Lane::kRenewal,
+              [&](Connection& conn) {
+                std::vector<Reply> replies = run_pipeline(conn, pipeline, wait_command());
+                const bool replicated = config_.wait_replicas == 0 ||
+                                        (replies.back().ok() && replies.back().is_integer() &&
+                                         replies.back().integer() >= config_.wait_replicas);
+                for (std::size_t i = 0; i < items.size(); ++i) {
+                  items[i].outcome = renew_outcome_of(replies[i]);
+                  // An extension that no replica confirmed could vanish in a failover.
+                  if (!replicated && items[i].outcome == RenewOutcome::kRenewed) {
+                    items[i].outcome = RenewOutcome::kUnavailable;
+                  }
+                }
+                for (auto& reply : replies) {
+                  if (!reply.ok() || wrong_master(reply)) return std::move(reply);
+                }
+                return Reply::ok(nullptr);
+              });
   }
 
   std::unique_ptr<ReleaseWatch> watch(const Key& key) override {
@@ -134,6 +137,10 @@ class MasterBackend final : public RoutedBackend {
   // script is idempotent for one owner, so running it again is safe.
   template <typename Call>
   Reply on_master(Clock::time_point deadline, const Call& call) {
+    return on_master(deadline, ConnectionPool::Lane::kShared, call);
+  }
+  template <typename Call>
+  Reply on_master(Clock::time_point deadline, ConnectionPool::Lane lane, const Call& call) {
     MasterLocator::Master master = locator_->current(deadline);
     Reply earlier = Reply::failed(Reply::Status::kNotSent, {});  // what the last master answered
     for (;;) {
@@ -145,7 +152,7 @@ class MasterBackend final : public RoutedBackend {
         return none;
       }
       last_generation_ = master.generation;
-      Reply reply = master.pool->run([&](Connection& conn) { return call(conn); });
+      Reply reply = master.pool->run([&](Connection& conn) { return call(conn); }, lane);
       reply.follow(earlier);
       if (!wrong_master(reply) || Clock::now() >= deadline) return reply;
       MasterLocator::Master next = locator_->relocate(master.generation, deadline);

@@ -8,10 +8,19 @@ ConnectionPool::ConnectionPool(Endpoint endpoint, BackendConfig config)
     : endpoint_(std::move(endpoint)), config_(std::move(config)) {}
 
 ConnectionPool::Handle::~Handle() {
-  if (pool_ != nullptr && conn_) pool_->give_back(std::move(conn_));
+  if (pool_ != nullptr && conn_) pool_->give_back(std::move(conn_), lane_);
 }
 
-void ConnectionPool::give_back(std::unique_ptr<Connection> conn) {
+void ConnectionPool::give_back(std::unique_ptr<Connection> conn, Lane lane) {
+  if (lane == Lane::kRenewal) {
+    std::lock_guard lock(mutex_);
+    if (conn->broken()) {
+      renewal_open_ = false;
+    } else {
+      renewal_idle_ = std::move(conn);
+    }
+    return;
+  }
   {
     std::lock_guard lock(mutex_);
     if (conn->broken()) {
@@ -25,9 +34,14 @@ void ConnectionPool::give_back(std::unique_ptr<Connection> conn) {
 
 void ConnectionPool::clear() {
   std::vector<std::unique_ptr<Connection>> dropped;
+  std::unique_ptr<Connection> renewal;
   std::lock_guard lock(mutex_);
   open_ -= static_cast<int>(idle_.size());
   dropped.swap(idle_);
+  if (renewal_idle_) {
+    renewal = std::move(renewal_idle_);
+    renewal_open_ = false;
+  }
 }
 
 ConnectionPool::Handle ConnectionPool::take_idle() {
@@ -38,8 +52,25 @@ ConnectionPool::Handle ConnectionPool::take_idle() {
   return Handle(this, std::move(conn), true);
 }
 
-ConnectionPool::Handle ConnectionPool::take(Clock::time_point deadline, std::string& error) {
+ConnectionPool::Handle ConnectionPool::take(Clock::time_point deadline, std::string& error,
+                                            Lane lane) {
   std::unique_lock lock(mutex_);
+  if (lane == Lane::kRenewal) {
+    if (renewal_idle_) return Handle(this, std::move(renewal_idle_), true, Lane::kRenewal);
+    if (!renewal_open_) {
+      renewal_open_ = true;
+      lock.unlock();
+      auto conn = Connection::open(endpoint_, config_, error);
+      if (!conn) {
+        std::lock_guard relock(mutex_);
+        renewal_open_ = false;
+        return {};
+      }
+      return Handle(this, std::move(conn), false, Lane::kRenewal);
+    }
+    // Already on loan (each backend has one renewal worker, so this is only a fallback):
+    // wait for a shared one like everyone else.
+  }
   for (;;) {
     if (!idle_.empty()) {
       auto conn = std::move(idle_.back());
@@ -67,11 +98,11 @@ ConnectionPool::Handle ConnectionPool::take(Clock::time_point deadline, std::str
   return Handle(this, std::move(conn), false);
 }
 
-Reply ConnectionPool::run(const std::function<Reply(Connection&)>& call) {
+Reply ConnectionPool::run(const std::function<Reply(Connection&)>& call, Lane lane) {
   Reply earlier = Reply::failed(Reply::Status::kNotSent, {});
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::string error;
-    Handle conn = take(Clock::now() + config_.command_timeout, error);
+    Handle conn = take(Clock::now() + config_.command_timeout, error, lane);
     Reply reply = conn ? call(*conn) : Reply::failed(Reply::Status::kNotSent, error);
     reply.follow(earlier);
     // A reset on a reused socket usually means the server went away while it sat idle.

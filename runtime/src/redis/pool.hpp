@@ -1,5 +1,8 @@
 // A bounded, thread-safe pool of connections to one Redis endpoint. Broken connections are
-// dropped, and new ones are opened on demand, which is how the pool reconnects.
+// dropped, and new ones are opened on demand, which is how the pool reconnects. Beyond the
+// pool_size connections that callers share, one more is kept for the watchdog's renewals
+// (Lane::kRenewal), so that acquirers holding every shared connection (waiting on WAIT or
+// on a slow server) cannot make leases expire.
 #pragma once
 
 #include <condition_variable>
@@ -14,14 +17,18 @@ namespace dlock::internal {
 
 class ConnectionPool {
  public:
+  /// Who a connection is for: anyone (acquire, release, admin), or the watchdog's renewals.
+  enum class Lane { kShared, kRenewal };
+
   ConnectionPool(Endpoint endpoint, BackendConfig config);
 
   /// A connection on loan; goes back to the pool when destroyed unless it broke.
   class Handle {
    public:
     Handle() = default;
-    Handle(ConnectionPool* pool, std::unique_ptr<Connection> conn, bool reused)
-        : pool_(pool), conn_(std::move(conn)), reused_(reused) {}
+    Handle(ConnectionPool* pool, std::unique_ptr<Connection> conn, bool reused,
+           Lane lane = Lane::kShared)
+        : pool_(pool), conn_(std::move(conn)), reused_(reused), lane_(lane) {}
     Handle(Handle&&) noexcept = default;
     Handle& operator=(Handle&&) noexcept = default;
     ~Handle();
@@ -35,25 +42,27 @@ class ConnectionPool {
     ConnectionPool* pool_ = nullptr;
     std::unique_ptr<Connection> conn_;
     bool reused_ = false;
+    Lane lane_ = Lane::kShared;
   };
 
   /// An idle connection, or a new one while fewer than pool_size exist; otherwise waits
-  /// for one until `deadline`. An empty handle comes with `error` set.
-  Handle take(Clock::time_point deadline, std::string& error);
+  /// for one until `deadline`. An empty handle comes with `error` set. kRenewal takes the
+  /// renewal connection (opened on first use), or a shared one while that is on loan.
+  Handle take(Clock::time_point deadline, std::string& error, Lane lane = Lane::kShared);
   /// An idle connection if there is one; never opens one and never waits.
   Handle take_idle();
 
   /// Runs `call` on a connection. If a reused connection turns out to be dead before it
   /// could have applied anything (the server restarted, an idle socket was closed), tries
   /// once more on a fresh one.
-  Reply run(const std::function<Reply(Connection&)>& call);
+  Reply run(const std::function<Reply(Connection&)>& call, Lane lane = Lane::kShared);
 
   [[nodiscard]] const Endpoint& endpoint() const noexcept { return endpoint_; }
   /// Drops every idle connection (after a failover or a server restart).
   void clear();
 
  private:
-  void give_back(std::unique_ptr<Connection> conn);
+  void give_back(std::unique_ptr<Connection> conn, Lane lane);
 
   const Endpoint endpoint_;
   const BackendConfig config_;
@@ -61,6 +70,8 @@ class ConnectionPool {
   std::condition_variable returned_;
   std::vector<std::unique_ptr<Connection>> idle_;
   int open_ = 0;  // idle plus on loan
+  std::unique_ptr<Connection> renewal_idle_;  // the renewal connection, when not on loan
+  bool renewal_open_ = false;                 // it exists, idle or on loan
 };
 
 }  // namespace dlock::internal
