@@ -322,7 +322,6 @@ class Checker {
     // header declaration (g++ ignores it with -Wattributes).
     if (site.file == sources_.getMainFileID() || site.file == body_file) {
       edit.removal = syntax.removal;
-      edit.removal_file = path_of(sources_, site.file);
     }
     edit.body_file = path_of(sources_, body_file);
     edit.attribute_file = path_of(sources_, site.file);

@@ -218,12 +218,11 @@ bool may_define_at(const std::vector<Tok>& tokens, const std::vector<std::size_t
   }
 }
 
-// True unless every occurrence of the names in `tokens` is certainly not a definition. The
-// tokens in `skip` (the guarded declarations themselves) are not looked at.
-bool may_define(const std::vector<Tok>& tokens,
+// True unless every occurrence of the names in `tokens` (`match`: their brackets, as
+// match_brackets gives them) is certainly not a definition. The tokens in `skip` (the guarded declarations themselves) are not looked at.
+bool may_define(const std::vector<Tok>& tokens, const std::vector<std::size_t>& match,
                 const std::set<std::string, std::less<>>& names,
                 const std::vector<std::pair<std::size_t, std::size_t>>& skip) {
-  const std::vector<std::size_t> match = match_brackets(tokens);
   std::size_t statement_start = 0;
   std::size_t open = 0;
   for (std::size_t i = 0; i < tokens.size(); ++i) {
@@ -284,7 +283,7 @@ HeaderGuards classify_header_guards(const std::vector<std::string>& texts,
     }
   }
   for (std::size_t file = 0; file < texts.size(); ++file) {
-    if (may_define(tokens[file], names, declarations[file])) {
+    if (may_define(tokens[file], matches[file], names, declarations[file])) {
       result.declarations_only_used = false;
       break;
     }

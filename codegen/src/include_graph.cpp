@@ -231,7 +231,6 @@ void IncludeGraph::place_copies(const std::set<FileKey>& copied, const std::stri
     }
   }
   for (std::size_t i = 0; i < copied.size(); ++i) {
-    const std::string key = copy_key(files, i, context);
     bool shareable = !shared_dir.empty();
     std::set<std::size_t> reached{i};
     std::vector<std::size_t> pending_files{i};
@@ -244,7 +243,8 @@ void IncludeGraph::place_copies(const std::set<FileKey>& copied, const std::stri
       }
     }
     if (shareable) {
-      plan.copies.emplace(order[i], shared_copy_path(shared_dir, key, files[i].path));
+      plan.copies.emplace(order[i],
+                          shared_copy_path(shared_dir, copy_key(files, i, context), files[i].path));
       plan.shared.insert(order[i]);
     } else {
       plan.copies.emplace(order[i], copy_path(dir, files[i].path));

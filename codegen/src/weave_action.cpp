@@ -88,7 +88,7 @@ class WeaveConsumer : public clang::ASTConsumer {
       if (body != main) headers.insert(body);
       check_reaches_guard(diagnostics, edit, body, sites[i]);
       canonical_path(edit.body_file);
-      canonical_path(edit.removal_file);
+      canonical_path(edit.attribute_file);
     }
     report_unseen_guards(context, main);
     for (const FileKey header : headers) report_unseen_guards(context, header);

@@ -105,7 +105,7 @@ WeaveResult weave_source(std::string_view source, std::string_view path,
     }
   }
   for (const WeaveEdit& edit : edits) {
-    if (edit.removal && here(edit.removal_file) &&
+    if (edit.removal && here(edit.attribute_file) &&
         !add(edit.removal->begin, edit.removal->end - edit.removal->begin,
              removal_text(source, *edit.removal))) {
       return result;

@@ -15,6 +15,7 @@
 //   quorum.require_quorum(times, "TIME");   // throws BackendUnavailable
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -89,10 +90,14 @@ class RedlockQuorum {
   template <typename T>
   struct Answers {
     std::vector<std::optional<T>> per;  ///< per instance: its answer, or none
-    std::size_t answered = 0;
     std::string first_error;  ///< `host:port: why` of the first failure
 
     [[nodiscard]] bool answered_by(std::size_t i) const { return per[i].has_value(); }
+    /// How many instances answered.
+    [[nodiscard]] std::size_t answered() const {
+      return static_cast<std::size_t>(
+          std::count_if(per.begin(), per.end(), [](const auto& a) { return a.has_value(); }));
+    }
     [[nodiscard]] std::vector<bool> answered_mask() const {
       std::vector<bool> mask(per.size());
       for (std::size_t i = 0; i < per.size(); ++i) mask[i] = answered_by(i);
@@ -113,10 +118,7 @@ class RedlockQuorum {
         value = T{};
         return ask(conn, value);
       });
-      if (note(reply, i, out.first_error)) {
-        out.per[i] = std::move(value);
-        ++out.answered;
-      }
+      if (note(reply, i, out.first_error)) out.per[i] = std::move(value);
     }
     return out;
   }
@@ -125,12 +127,12 @@ class RedlockQuorum {
   /// unless a quorum answered.
   template <typename T>
   void require_quorum(const Answers<T>& answers, std::string_view what) const {
-    require(answers.answered, quorum_, answers.first_error, what);
+    require(answers.answered(), quorum_, answers.first_error, what);
   }
   /// Throws BackendUnavailable unless at least one instance answered.
   template <typename T>
   void require_any(const Answers<T>& answers, std::string_view what) const {
-    require(answers.answered, 1, answers.first_error, what);
+    require(answers.answered(), 1, answers.first_error, what);
   }
 
  private:

@@ -88,7 +88,7 @@ class RedlockRecords final : public RunStore, public AdminBackend {
         ++not_held;
       }
     }
-    const std::size_t unknown = quorum_->size() - answers.answered;
+    const std::size_t unknown = quorum_->size() - answers.answered();
     if (claimed >= quorum_->quorum()) return *ours;
     if (claimed + unknown >= quorum_->quorum()) {
       throw BackendUnavailable(
@@ -186,11 +186,11 @@ class RedlockRecords final : public RunStore, public AdminBackend {
     // Deleted on fewer than a quorum: the instances that did not answer may still hold the
     // lock for its owner (whose next renewal restores the rest), so "released" would be
     // wrong; what was deleted is in the audit above.
-    if (answers.answered < quorum_->quorum()) {
+    if (answers.answered() < quorum_->quorum()) {
       throw BackendUnavailable(fmt::format(
           "backend '{}': force release reached only {} of {} instances; a quorum is {} ({}): "
           "{}the lock may still be held; try again when more instances answer",
-          quorum_->config().name, answers.answered, quorum_->size(), quorum_->quorum(),
+          quorum_->config().name, answers.answered(), quorum_->size(), quorum_->quorum(),
           answers.first_error,
           removed ? "deleted where reached (recorded in the history), but " : ""));
     }
@@ -290,7 +290,7 @@ class RedlockRecords final : public RunStore, public AdminBackend {
     const std::string audit = admin::audit_key(service_);
     const Answers<bool> recorded = quorum_->ask_each<bool>(
         [&](Connection& conn, bool&) { return admin::push_audit(conn, audit, entry); }, skip);
-    if (recorded.answered == 0) {
+    if (recorded.answered() == 0) {
       throw BackendUnavailable(fmt::format(
           "backend '{}': the lock was released but no instance recorded the audit entry",
           quorum_->config().name));

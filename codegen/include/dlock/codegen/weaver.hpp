@@ -56,8 +56,7 @@ struct GuardCode {
 /// is woven anyway (the source, or the header that holds the body).
 struct WeaveEdit {
   std::optional<ByteRange> removal;  ///< the attribute, when it is removed
-  std::string removal_file;          ///< absolute path of the attribute's file; empty: any
-  std::string attribute_file;        ///< absolute path of the attribute's file
+  std::string attribute_file;        ///< absolute path of the attribute's file; empty: any
   std::size_t body_offset = 0;       ///< just after the `{` of the body
   std::string body_file;             ///< absolute path of the body's file; empty: any
   LinePosition brace;                ///< where that `{` is
