@@ -71,4 +71,8 @@ std::string shared_copy_path(const std::string& dir, std::string_view key,
          std::filesystem::path(original).filename().string();
 }
 
+std::string own_copy_path(const std::string& dir, const std::string& original) {
+  return shared_copy_path(dir, hex(llvm::xxh3_64bits(original)).substr(0, 8), original);
+}
+
 }  // namespace dlock::codegen

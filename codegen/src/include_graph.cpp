@@ -6,10 +6,8 @@
 #include <clang/Lex/MacroInfo.h>
 #include <clang/Lex/PPCallbacks.h>
 #include <llvm/Support/FileSystem.h>
-#include <llvm/Support/xxhash.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <deque>
 #include <filesystem>
 
@@ -153,20 +151,6 @@ bool IncludeGraph::includes(FileKey from, FileKey to) const {
   return false;
 }
 
-namespace {
-
-// `dir/<hash of the original path>/<its name>`: the name stays readable in the compiler's
-// "In file included from" lines, and two headers of the same name do not meet.
-std::string copy_path(const std::string& dir, const std::string& original) {
-  char hash[17];
-  std::snprintf(hash, sizeof hash, "%016llx",
-                static_cast<unsigned long long>(llvm::xxh3_64bits(original)));
-  return dir + "/" + std::string(hash, 8) + "/" +
-         std::filesystem::path(original).filename().string();
-}
-
-}  // namespace
-
 std::set<FileKey> IncludeGraph::headers_to_copy(FileKey main, const std::set<FileKey>& headers,
                                                 HeaderCopies& plan) const {
   // The headers to copy: those with bodies, and whatever includes one of them, up to the
@@ -247,7 +231,7 @@ void IncludeGraph::place_copies(const std::set<FileKey>& copied, const std::stri
                           shared_copy_path(shared_dir, copy_key(files, i, context), files[i].path));
       plan.shared.insert(order[i]);
     } else {
-      plan.copies.emplace(order[i], copy_path(dir, files[i].path));
+      plan.copies.emplace(order[i], own_copy_path(dir, files[i].path));
     }
   }
 }
@@ -261,7 +245,7 @@ void IncludeGraph::unshare_mixed_copies(const std::set<FileKey>& copied, const s
       if (plan.shared.count(directive.includer) && copied.count(directive.target) &&
           !plan.shared.count(directive.target)) {
         plan.shared.erase(directive.includer);
-        plan.copies[directive.includer] = copy_path(dir, file(directive.includer)->path);
+        plan.copies[directive.includer] = own_copy_path(dir, file(directive.includer)->path);
         changed = true;
       }
     }

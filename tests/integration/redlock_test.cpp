@@ -218,6 +218,11 @@ class RedlockStall : public ::testing::Test {
     return c;
   }
   static RedisServer& instance(std::size_t i) { return group_->instance(i); }
+  // The lock calls of a Redlock backend over the first `instances`, without a client.
+  static internal::Engine engine_over(std::size_t instances, Millis command_timeout = 1000ms) {
+    return internal::make_redlock_backend(config(instances, command_timeout).backends["default"],
+                                          unique_service(), std::make_shared<internal::Metrics>());
+  }
   static std::string lock_key(const std::string& key) {
     return internal::lock_keys(unique_service(), key).lock;
   }
@@ -253,9 +258,7 @@ TEST_F(RedlockStall, LeasesUpToTheCommandTimeoutAreGrantedAndRenewedWhileOneInst
 // Finding: a batch of renewals waited for the stalled instance by the longest lease's budget
 // and judged every lease by it, so a short lease was reported renewed after it had run out.
 TEST_F(RedlockStall, ABatchedRenewalNeverReportsAShortLeaseRenewedAfterItRanOut) {
-  BackendConfig backend = config(5, 1000ms).backends["default"];
-  internal::Engine engine =
-      internal::make_redlock_backend(backend, unique_service(), std::make_shared<internal::Metrics>());
+  internal::Engine engine = engine_over(5, 1000ms);
   const Key short_key("short"), long_key("long");
   for (const Key* key : {&short_key, &long_key}) {
     const internal::GrantReply grant = engine.lock->acquire(
@@ -285,9 +288,7 @@ TEST_F(RedlockStall, ABatchedRenewalNeverReportsAShortLeaseRenewedAfterItRanOut)
 // every later claim answer "already ran", so the slot never ran although no run ever held a
 // quorum. "Already ran" needs a quorum agreeing on one earlier run.
 TEST_F(RedlockStall, ARunRecordOnOneInstanceOfThreeDoesNotCountAsARunThatHappened) {
-  BackendConfig backend = config(3).backends["default"];
-  internal::Engine engine =
-      internal::make_redlock_backend(backend, unique_service(), std::make_shared<internal::Metrics>());
+  internal::Engine engine = engine_over(3);
   const Key key("slot:1");
   // Instance 2 is held by someone else; instances 0 and 1 grant us the lock.
   RedisAdmin(instance(2)).command({"HSET", lock_key("slot:1"), "owner", "foreign", "token", "1"});
@@ -318,9 +319,7 @@ TEST_F(RedlockStall, ARunRecordOnOneInstanceOfThreeDoesNotCountAsARunThatHappene
 // release (called while the renewal was in flight) had already deleted it: an orphan held by
 // nobody for a lease.
 TEST_F(RedlockStall, ARenewalInFlightDuringReleaseDoesNotRestoreTheReleasedKey) {
-  BackendConfig backend = config(3).backends["default"];
-  internal::Engine engine =
-      internal::make_redlock_backend(backend, unique_service(), std::make_shared<internal::Metrics>());
+  internal::Engine engine = engine_over(3);
   const Key key("healed");
   const internal::GrantReply grant =
       engine.lock->acquire(internal::GrantRequest{key, "owner-1", 30s, "", Clock::now() + 1s});
@@ -362,9 +361,7 @@ TEST_F(RedlockStall, AForceReleaseThatReachesFewerThanAQuorumDoesNotReportTheLoc
 // instance that did not answer says the outcome is unknown, and ClientCore::acquire cleans up
 // after any refusal that says so (whatever its kind; LostReply.* in the single-node tests).
 TEST_F(RedlockStall, ABusyRefusalWithAnInstanceThatDidNotAnswerSaysTheOutcomeIsUnknown) {
-  BackendConfig backend = config(3).backends["default"];
-  internal::Engine engine =
-      internal::make_redlock_backend(backend, unique_service(), std::make_shared<internal::Metrics>());
+  internal::Engine engine = engine_over(3);
   const Key key("busy-unknown");
   ASSERT_EQ(engine.lock->acquire(internal::GrantRequest{key, "warm-up", 30s, "", Clock::now() + 1s}).kind,
             internal::GrantReply::Kind::kAcquired);

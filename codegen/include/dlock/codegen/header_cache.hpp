@@ -44,4 +44,9 @@ struct CopiedFile {
 [[nodiscard]] std::string shared_copy_path(const std::string& dir, std::string_view key,
                                            const std::string& original);
 
+/// The path of a copy not shared (one source's own): `dir/<hash of the original path>/<its
+/// name>`, so that the name stays readable in the compiler's "In file included from" lines
+/// and two headers of the same name do not meet.
+[[nodiscard]] std::string own_copy_path(const std::string& dir, const std::string& original);
+
 }  // namespace dlock::codegen
