@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cctype>
 #include <cstdio>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -227,6 +228,31 @@ TEST(Cluster, LockLoopOverAThousandKeysSurvivesAReshardAndAManualFailover) {
   EXPECT_GT(during_reshard, 0);
 }
 
+// Stops `servers` (SIGSTOP) for `length` or until `told_lost`, sampling the TTL of `lock_key`
+// on `admin`'s server every 20 ms, and resumes them (on a failed assertion too). Returns the
+// lowest TTL seen.
+long long lowest_ttl_while_paused(const std::vector<RedisServer*>& servers, RedisAdmin& admin,
+                                  const std::string& lock_key, Clock::duration length,
+                                  const std::atomic<bool>& told_lost) {
+  struct Resume {
+    std::vector<RedisServer*> paused;
+    ~Resume() {
+      for (auto* server : paused) server->resume();
+    }
+  } resume;
+  for (auto* server : servers) {
+    server->pause();
+    resume.paused.push_back(server);
+  }
+  long long lowest_ttl = 1'000'000;
+  const auto until = Clock::now() + length;
+  while (Clock::now() < until && !told_lost) {
+    lowest_ttl = std::min(lowest_ttl, admin.integer({"PTTL", lock_key}));
+    std::this_thread::sleep_for(20ms);
+  }
+  return lowest_ttl;
+}
+
 // One master stopped (SIGSTOP: connections are accepted, nothing is answered) with several
 // leases on it. Their renewals must fail together, not one by one at a timeout each, so that
 // a lease on another master is still renewed in time and never expires.
@@ -266,23 +292,10 @@ TEST(Cluster, AStoppedMasterDoesNotDelayRenewalsOfLeasesOnTheOthers) {
   std::atomic<bool> told_lost{false};
   healthy.view().on_lost([&](const LeaseView&) { told_lost = true; });
 
-  RedisServer& stopped = cluster.node(static_cast<std::size_t>(stalled));
-  stopped.pause();
-  struct Resume {
-    RedisServer& server;
-    ~Resume() {
-      if (server.paused()) server.resume();
-    }
-  } resume{stopped};
   RedisAdmin admin(cluster.node(static_cast<std::size_t>(master_of(healthy_key))));
-  const std::string lock_key = internal::lock_keys(service, healthy_key).lock;
-  long long lowest_ttl = 1'000'000;
-  const auto until = Clock::now() + 6s;  // twice the healthy lease
-  while (Clock::now() < until && !told_lost) {
-    lowest_ttl = std::min(lowest_ttl, admin.integer({"PTTL", lock_key}));
-    std::this_thread::sleep_for(20ms);
-  }
-  stopped.resume();
+  const long long lowest_ttl =  // for twice the healthy lease
+      lowest_ttl_while_paused({&cluster.node(static_cast<std::size_t>(stalled))}, admin,
+                              internal::lock_keys(service, healthy_key).lock, 6s, told_lost);
   const auto metrics = client.metrics();
   std::printf("[ measure ] cluster, one of 3 masters stopped for 6 s with 20 leases on it: lowest TTL of "
               "the 3 s lease on another master %lld ms; renewal lag max %llu ms; %llu renewal failures\n",
@@ -291,6 +304,67 @@ TEST(Cluster, AStoppedMasterDoesNotDelayRenewalsOfLeasesOnTheOthers) {
   EXPECT_FALSE(told_lost.load()) << "on_lost ran for the lease on a healthy master";
   EXPECT_FALSE(healthy.lost()) << to_string(healthy.view().loss_reason());
   EXPECT_GT(lowest_ttl, 0) << "the key on the healthy master expired while another was stopped";
+  EXPECT_EQ(healthy.release(), ReleaseStatus::kReleased);
+}
+
+// Two of three masters stopped, each with leases on it. Their renewals are sent at once and
+// the round waits at most a third of the shortest lease, so a lease on the third master,
+// shorter than the two stopped masters' command timeouts together, is still renewed in time.
+// (Asked one master after the other, each stopped one cost a command timeout per round, and
+// the lease expired.)
+TEST(Cluster, StoppedMastersAreAskedAtOnceSoALeaseOnAHealthyOneOutlivesTheirTimeouts) {
+  RedisClusterGroup::Options options;
+  options.replicas_per_master = 0;
+  options.node_timeout = 30s;  // no failover while the masters are stopped
+  RedisClusterGroup cluster(options);
+  cluster.start();
+  Config config = topology_config(Topology::kCluster, endpoints_of(cluster.master_endpoints()));
+  ASSERT_EQ(config.backends["default"].command_timeout, 1000ms);
+  const std::string service = config.service;
+  const auto master_of = [&](const std::string& key) {
+    return cluster.master_of_slot(internal::key_slot(internal::lock_keys(service, key).lock));
+  };
+  // The healthy key on the master that is asked last in slot-map order, stopped keys on the
+  // two others.
+  std::map<int, std::vector<std::string>> by_master;
+  for (int i = 0; i < 400; ++i) {
+    const std::string key = "key-" + std::to_string(i);
+    const int master = master_of(key);
+    if (master >= 0 && by_master[master].size() < 5) by_master[master].push_back(key);
+  }
+  ASSERT_EQ(by_master.size(), 3U);
+  const int healthy_master = by_master.rbegin()->first;
+  const std::string healthy_key = by_master.rbegin()->second.front();
+
+  Client client(config);
+  std::vector<Lease> on_stopped;
+  std::vector<int> stopped_masters;
+  for (const auto& [master, keys] : by_master) {
+    if (master == healthy_master) continue;
+    stopped_masters.push_back(master);
+    for (const auto& key : keys) {
+      on_stopped.push_back(client.acquire(key, settings(4s)));
+      ASSERT_TRUE(on_stopped.back()) << on_stopped.back().error();
+    }
+  }
+  Lease healthy = client.acquire(healthy_key, settings(1800ms));
+  ASSERT_TRUE(healthy) << healthy.error();
+  std::atomic<bool> told_lost{false};
+  healthy.view().on_lost([&](const LeaseView&) { told_lost = true; });
+
+  std::vector<RedisServer*> stopped;
+  for (int master : stopped_masters) stopped.push_back(&cluster.node(static_cast<std::size_t>(master)));
+  RedisAdmin admin(cluster.node(static_cast<std::size_t>(healthy_master)));
+  const long long lowest_ttl =  // for three times the healthy lease
+      lowest_ttl_while_paused(stopped, admin, internal::lock_keys(service, healthy_key).lock,
+                              5400ms, told_lost);
+  const auto metrics = client.metrics();
+  std::printf("[ measure ] cluster, 2 of 3 masters stopped for 5.4 s (command_timeout 1 s): lowest "
+              "TTL of the 1.8 s lease on the third %lld ms; renewal lag max %llu ms\n",
+              lowest_ttl, static_cast<unsigned long long>(metrics.renewal_lag.max_us / 1000));
+  EXPECT_FALSE(told_lost.load()) << "on_lost ran for the lease on the healthy master";
+  EXPECT_FALSE(healthy.lost()) << to_string(healthy.view().loss_reason());
+  EXPECT_GT(lowest_ttl, 0) << "the key on the healthy master expired while the others stopped";
   EXPECT_EQ(healthy.release(), ReleaseStatus::kReleased);
 }
 

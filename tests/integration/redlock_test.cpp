@@ -13,6 +13,7 @@
 #include "metrics.hpp"
 #include "redis/keys.hpp"
 #include "redis/redlock_backend.hpp"
+#include "redis/redlock_quorum.hpp"
 #include "redis/run_records.hpp"
 #include "run_store.hpp"
 
@@ -253,6 +254,27 @@ TEST_F(RedlockStall, LeasesUpToTheCommandTimeoutAreGrantedAndRenewedWhileOneInst
   std::this_thread::sleep_for(2500ms);  // renewals every 333 ms, each past the stalled instance
   EXPECT_FALSE(held.lost()) << "renewals on 4 of 5 healthy instances did not keep a 1 s lease";
   EXPECT_EQ(held.release(), ReleaseStatus::kReleased);
+}
+
+// Finding: Redlock's renewals borrowed the same pooled connections as acquirers, so
+// acquirers holding every one of them (pool_size per instance) left a renewal round with no
+// connection at all, and leases expired. A renewal round now has a connection of its own to
+// each instance, and the acquirers' share is still pool_size.
+TEST_F(RedlockStall, ARenewalRoundHasConnectionsWhileAcquirersHoldEveryPooledOne) {
+  BackendConfig backend = config(3).backends["default"];
+  backend.pool_size = 1;
+  internal::RedlockQuorum quorum(backend);
+  const internal::RedlockQuorum::Round acquirers = quorum.borrow(200ms, 500ms);
+  for (std::size_t i = 0; i < quorum.size(); ++i) ASSERT_TRUE(acquirers.usable(i)) << i;
+  const internal::RedlockQuorum::Round renewal =
+      quorum.borrow(200ms, 500ms, internal::ConnectionPool::Lane::kRenewal);
+  for (std::size_t i = 0; i < quorum.size(); ++i) {
+    EXPECT_TRUE(renewal.usable(i)) << "instance " << i << " gave the renewal round no connection";
+  }
+  const internal::RedlockQuorum::Round another = quorum.borrow(50ms, 100ms);
+  for (std::size_t i = 0; i < quorum.size(); ++i) {
+    EXPECT_FALSE(another.usable(i)) << "instance " << i << " lent a connection beyond pool_size";
+  }
 }
 
 // Finding: a batch of renewals waited for the stalled instance by the longest lease's budget

@@ -11,6 +11,7 @@
 #include "log.hpp"
 #include "redis/backend_admin.hpp"
 #include "redis/crc16.hpp"
+#include "redis/fan_out.hpp"
 #include "redis/keys.hpp"
 #include "redis/lock_scripts.hpp"
 #include "redis/pool.hpp"
@@ -24,6 +25,8 @@ namespace {
 constexpr int kMaxRedirects = 16;
 constexpr Millis kFirstBackoff{2};
 constexpr Millis kMaxBackoff{50};
+// A renewal round waits at least this long, even for a lease cut short by max_hold.
+constexpr Millis kShortestRound{50};
 
 /// Which master serves each slot, as one node saw it.
 struct SlotMap {
@@ -80,6 +83,31 @@ void pause_until(Clock::time_point deadline, Millis& backoff) {
   backoff = std::min(backoff * 2, kMaxBackoff);
 }
 
+// The shortest lease renewed within its own length: while it is held, it is renewed again
+// within a third of it, so a round that waits no longer than that never makes it late.
+class ShortestLease {
+ public:
+  /// The shortest of the leases in `items` and those noted within their own length.
+  Millis note(const std::vector<RenewItem>& items, Clock::time_point now) {
+    std::lock_guard lock(mutex_);
+    if (known_ && now - seen_ > shortest_) known_ = false;
+    for (const auto& item : items) {
+      if (!known_ || item.ttl <= shortest_) {
+        shortest_ = item.ttl;
+        seen_ = now;
+        known_ = true;
+      }
+    }
+    return known_ ? shortest_ : Millis{0};
+  }
+
+ private:
+  std::mutex mutex_;
+  bool known_ = false;
+  Millis shortest_{0};
+  Clock::time_point seen_{};
+};
+
 class ClusterBackend final : public RoutedBackend {
  public:
   ClusterBackend(BackendConfig config, std::string service, std::shared_ptr<Metrics> metrics)
@@ -98,7 +126,15 @@ class ClusterBackend final : public RoutedBackend {
   }
 
   void renew(std::vector<RenewItem>& items) override {
-    const auto deadline = Clock::now() + config_.command_timeout;
+    // Every master is asked at once and the round is bounded by a third of the shortest
+    // lease renewed lately (this round's or one due soon): a master that stopped answering
+    // fails its own items together, and never makes the leases on the others late by more
+    // than that.
+    const auto now = Clock::now();
+    const auto deadline =
+        now + std::clamp<Clock::duration>(
+                  shortest_.note(items, now) / 3, kShortestRound,
+                  std::max<Clock::duration>(kShortestRound, config_.command_timeout));
     std::vector<ScriptCall> calls;
     std::vector<int> slots;
     calls.reserve(items.size());
@@ -119,32 +155,7 @@ class ClusterBackend final : public RoutedBackend {
         by_master[static_cast<std::size_t>(owner)].push_back(i);
       }
     }
-    for (const auto& [master, indexes] : by_master) {
-      std::vector<const ScriptCall*> pipeline;
-      for (std::size_t i : indexes) pipeline.push_back(&calls[i]);
-      std::vector<Reply> replies;
-      pool_for(map->masters[master])->run([&](Connection& conn) {
-        replies = run_pipeline(conn, pipeline);
-        return Reply::ok(nullptr);
-      }, ConnectionPool::Lane::kRenewal);
-      // A master that accepted the pipeline and then did not answer in time (stopped,
-      // blackholed) fails all its items at once: going through them one by one would cost
-      // a timeout each, and every other lease of this backend would wait for that.
-      const bool stalled = std::any_of(replies.begin(), replies.end(), [](const Reply& reply) {
-        return reply.status() == Reply::Status::kTimeout;
-      });
-      for (std::size_t k = 0; k < indexes.size(); ++k) {
-        const bool answered = k < replies.size() && replies[k].ok() &&
-                              replies[k].server_error() == ServerError::kNone;
-        if (answered) {
-          items[indexes[k]].outcome = renew_outcome_of(replies[k]);
-        } else if (stalled) {
-          items[indexes[k]].outcome = RenewOutcome::kUnavailable;
-        } else {
-          unrouted.push_back(indexes[k]);  // moved, migrating or refused: one by one
-        }
-      }
-    }
+    if (!by_master.empty()) renew_on_masters(items, calls, *map, by_master, deadline, unrouted);
     for (std::size_t i : unrouted) {
       // Past the round's deadline the rest are retried with the next round, not now.
       if (Clock::now() >= deadline) {
@@ -166,6 +177,63 @@ class ClusterBackend final : public RoutedBackend {
   Reply on_server_of(std::string_view redis_key, Clock::time_point deadline,
                      const ServerCall& call) override {
     return routed(redis_key.empty() ? 0 : key_slot(redis_key), deadline, call);
+  }
+
+  // Sends every master its items' pipeline at once (fan_out.hpp) on its renewal connection
+  // and reads the replies until `deadline`. Items a master refused or moved go to `unrouted`.
+  void renew_on_masters(std::vector<RenewItem>& items, const std::vector<ScriptCall>& calls,
+                        const SlotMap& map,
+                        const std::map<std::size_t, std::vector<std::size_t>>& by_master,
+                        Clock::time_point deadline, std::vector<std::size_t>& unrouted) {
+    std::vector<std::shared_ptr<ConnectionPool>> pools;
+    std::vector<ConnectionPool::Handle> handles;
+    std::vector<FanOutRequest> requests;
+    for (const auto& [master, on_master] : by_master) {
+      pools.push_back(pool_for(map.masters[master]));
+      pools.back()->open_renewal();  // all opens at once; none waits for another
+    }
+    for (const auto& [master, on_master] : by_master) {
+      std::string error;
+      handles.push_back(pools[handles.size()]->take_renewal(deadline, error));
+      if (!handles.back()) log(LogLevel::kDebug, "cluster renewal: {}", error);
+      FanOutRequest& request = requests.emplace_back();
+      request.conn = handles.back() ? &*handles.back() : nullptr;
+      for (std::size_t i : on_master) request.calls.push_back(&calls[i]);
+    }
+    fan_out(requests, deadline);
+    std::optional<Endpoint> answering;
+    bool any_silent = false;
+    std::size_t m = 0;
+    for (const auto& [master, on_master] : by_master) {
+      const auto& replies = requests[m].replies;
+      // A master that did not answer in time (stopped, blackholed), or is still being
+      // reconnected after that, fails all its items at once: one by one would cost a
+      // timeout each. Other failures (refused, reset) go one by one, which follows the
+      // cluster to a new master.
+      const bool timed_out = std::any_of(replies.begin(), replies.end(), [](const Reply& reply) {
+        return reply.status() == Reply::Status::kTimeout;
+      });
+      if (timed_out) pools[m]->mark_stalled();
+      const bool silent = timed_out || (!handles[m] && pools[m]->stalled());
+      any_silent = any_silent || silent;
+      if (!answering && !replies.empty() && replies.front().ok()) answering = map.masters[master];
+      for (std::size_t k = 0; k < on_master.size(); ++k) {
+        const bool answered = k < replies.size() && replies[k].ok() &&
+                              replies[k].server_error() == ServerError::kNone;
+        if (answered) {
+          items[on_master[k]].outcome = renew_outcome_of(replies[k]);
+        } else if (silent) {
+          items[on_master[k]].outcome = RenewOutcome::kUnavailable;
+        } else {
+          unrouted.push_back(on_master[k]);  // moved, migrating or refused: one by one
+        }
+      }
+      ++m;
+    }
+    handles.clear();  // broken ones are dropped by their pools
+    // A stopped master may be failed over meanwhile: read the map from one that answered
+    // (unless a refresh runs already), so that its leases follow the new master next round.
+    if (any_silent && answering) refresh(deadline, answering, false);
   }
 
   // SCAN on every master of the slot map.
@@ -294,9 +362,15 @@ class ClusterBackend final : public RoutedBackend {
 
   // Reads CLUSTER SLOTS from `first`, else the known masters, else the seed nodes. Calls
   // that pile up behind one refresh reuse its result.
-  void refresh(Clock::time_point deadline, std::optional<Endpoint> first) {
+  // With `wait` false, returns at once while another refresh runs.
+  void refresh(Clock::time_point deadline, std::optional<Endpoint> first, bool wait = true) {
     const std::uint64_t seen = refreshes_.load();
-    std::lock_guard refreshing(refresh_mutex_);
+    std::unique_lock refreshing(refresh_mutex_, std::defer_lock);
+    if (wait) {
+      refreshing.lock();
+    } else if (!refreshing.try_lock()) {
+      return;
+    }
     if (refreshes_.load() != seen) return;
     std::vector<Endpoint> candidates;
     if (first) candidates.push_back(*first);
@@ -395,6 +469,7 @@ class ClusterBackend final : public RoutedBackend {
   }
 
   const std::shared_ptr<Metrics> metrics_;
+  ShortestLease shortest_;
 
   std::mutex map_mutex_;
   std::shared_ptr<const SlotMap> map_;

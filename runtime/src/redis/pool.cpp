@@ -2,10 +2,23 @@
 
 #include <fmt/format.h>
 
+#include <system_error>
+
+#include "log.hpp"
+
 namespace dlock::internal {
 
 ConnectionPool::ConnectionPool(Endpoint endpoint, BackendConfig config)
     : endpoint_(std::move(endpoint)), config_(std::move(config)) {}
+
+ConnectionPool::~ConnectionPool() {
+  std::thread opener;
+  {
+    std::lock_guard lock(mutex_);
+    opener = std::move(opener_);
+  }
+  if (opener.joinable()) opener.join();
+}
 
 ConnectionPool::Handle::~Handle() {
   if (pool_ != nullptr && conn_) pool_->give_back(std::move(conn_), lane_);
@@ -44,12 +57,77 @@ void ConnectionPool::clear() {
   }
 }
 
-ConnectionPool::Handle ConnectionPool::take_idle() {
+ConnectionPool::Handle ConnectionPool::take_idle(Lane lane) {
   std::lock_guard lock(mutex_);
+  if (lane == Lane::kRenewal) {
+    if (!renewal_idle_) return {};
+    return Handle(this, std::move(renewal_idle_), true, Lane::kRenewal);
+  }
   if (idle_.empty()) return {};
   auto conn = std::move(idle_.back());
   idle_.pop_back();
   return Handle(this, std::move(conn), true);
+}
+
+void ConnectionPool::mark_stalled() {
+  std::lock_guard lock(mutex_);
+  stalled_ = true;
+}
+
+bool ConnectionPool::stalled() {
+  std::lock_guard lock(mutex_);
+  return stalled_;
+}
+
+void ConnectionPool::open_renewal() {
+  std::unique_lock lock(mutex_);
+  if (renewal_idle_ || renewal_open_ || opening_) return;
+  // A finished opener is joined here; a running one never is (opening_ above).
+  std::thread finished = std::move(opener_);
+  try {
+    opening_ = true;
+    opener_ = std::thread([this] {
+      std::string error;
+      auto conn = Connection::open(endpoint_, config_, error);
+      {
+        std::lock_guard relock(mutex_);
+        opening_ = false;
+        if (conn) {
+          renewal_idle_ = std::move(conn);
+          renewal_open_ = true;
+          stalled_ = false;
+        } else {
+          open_error_ = std::move(error);
+        }
+      }
+      opened_.notify_all();
+    });
+  } catch (const std::system_error& e) {
+    opening_ = false;
+    open_error_ =
+        fmt::format("cannot start a thread to connect to {}: {}", to_string(endpoint_), e.what());
+  }
+  lock.unlock();
+  if (finished.joinable()) finished.join();
+}
+
+ConnectionPool::Handle ConnectionPool::take_renewal(Clock::time_point deadline,
+                                                    std::string& error) {
+  open_renewal();
+  std::unique_lock lock(mutex_);
+  if (!stalled_) opened_.wait_until(lock, deadline, [this] { return !opening_; });
+  if (renewal_idle_) return Handle(this, std::move(renewal_idle_), true, Lane::kRenewal);
+  if (opening_) {  // at the deadline: not waited for again until the open succeeds
+    stalled_ = true;
+    error =
+        fmt::format("{} did not answer a connect within the renewal round", to_string(endpoint_));
+  } else if (renewal_open_) {  // on loan: as take() does, a shared one
+    lock.unlock();
+    return take(deadline, error);
+  } else {
+    error = open_error_;
+  }
+  return {};
 }
 
 ConnectionPool::Handle ConnectionPool::take(Clock::time_point deadline, std::string& error,

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "redis/connection.hpp"
@@ -21,6 +22,10 @@ class ConnectionPool {
   enum class Lane { kShared, kRenewal };
 
   ConnectionPool(Endpoint endpoint, BackendConfig config);
+  /// Waits for a background open (bounded by its connect and command timeouts).
+  ~ConnectionPool();
+  ConnectionPool(const ConnectionPool&) = delete;
+  ConnectionPool& operator=(const ConnectionPool&) = delete;
 
   /// A connection on loan; goes back to the pool when destroyed unless it broke.
   class Handle {
@@ -49,8 +54,22 @@ class ConnectionPool {
   /// for one until `deadline`. An empty handle comes with `error` set. kRenewal takes the
   /// renewal connection (opened on first use), or a shared one while that is on loan.
   Handle take(Clock::time_point deadline, std::string& error, Lane lane = Lane::kShared);
-  /// An idle connection if there is one; never opens one and never waits.
-  Handle take_idle();
+  /// An idle connection if there is one (for kRenewal, the renewal connection); never opens
+  /// one and never waits.
+  Handle take_idle(Lane lane = Lane::kShared);
+  /// Starts opening the renewal connection in the background if there is none (an open of
+  /// a stopped server costs its connect and command timeouts), so that a round over several
+  /// servers opens them all at once.
+  void open_renewal();
+  /// The renewal connection for a round that must not wait past `deadline`: an idle one, or
+  /// the one open_renewal() is opening, waited for until `deadline`. A server that stalled
+  /// (mark_stalled(), or an open still running at the deadline) is not waited for until a
+  /// connection to it opens: an empty handle comes back at once, with `error` set.
+  Handle take_renewal(Clock::time_point deadline, std::string& error);
+  /// The server left a renewal unanswered.
+  void mark_stalled();
+  /// Whether the server stalled and no renewal connection to it has opened since.
+  [[nodiscard]] bool stalled();
 
   /// Runs `call` on a connection. If a reused connection turns out to be dead before it
   /// could have applied anything (the server restarted, an idle socket was closed), tries
@@ -72,6 +91,11 @@ class ConnectionPool {
   int open_ = 0;  // idle plus on loan
   std::unique_ptr<Connection> renewal_idle_;  // the renewal connection, when not on loan
   bool renewal_open_ = false;                 // it exists, idle or on loan
+  bool stalled_ = false;                      // mark_stalled() and no renewal open since
+  bool opening_ = false;                      // opener_ runs
+  std::string open_error_;                    // why the last background open failed
+  std::condition_variable opened_;            // opener_ finished
+  std::thread opener_;                        // the background open of a renewal connection
 };
 
 }  // namespace dlock::internal

@@ -104,8 +104,8 @@ class RedlockBackend final : public Backend {
     const RenewBatch batch = renew_batch(items);
     // The budget is the shortest lease's: a quorum that answers within it renews every
     // lease of the batch, and each lease is judged by its own length.
-    RedlockQuorum::Round round =
-        quorum_->borrow(node_timeout(batch.shortest), open_wait(batch.shortest));
+    RedlockQuorum::Round round = quorum_->borrow(
+        node_timeout(batch.shortest), open_wait(batch.shortest), ConnectionPool::Lane::kRenewal);
     const auto deadline = Clock::now() + node_timeout(batch.shortest);
     for (std::size_t i = 0; i < quorum_->size(); ++i) {
       for (const auto& call : batch.calls) round.ask(i, &call);

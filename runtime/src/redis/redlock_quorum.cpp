@@ -37,6 +37,7 @@ struct RedlockQuorum::Delivery {
   std::size_t pending = 0;   // openers not yet done
   std::size_t required = 0;  // of those, instances not known to fail: always waited for
   std::size_t opened = 0;    // connections handed over
+  ConnectionPool::Lane lane = ConnectionPool::Lane::kShared;
   bool closed = false;       // the borrower stopped waiting
 };
 
@@ -96,17 +97,20 @@ const Reply& RedlockQuorum::Round::reply(std::size_t i, std::size_t k) const {
   return k < requests[i].replies.size() ? requests[i].replies[k] : no_connection();
 }
 
-RedlockQuorum::Round RedlockQuorum::borrow(Clock::duration wait, Clock::duration open_wait) {
+RedlockQuorum::Round RedlockQuorum::borrow(Clock::duration wait, Clock::duration open_wait,
+                                           ConnectionPool::Lane lane) {
   Round round;
+  round.lane = lane;
   round.handles.resize(size());
   round.requests.resize(size());
   const auto now = Clock::now();
   auto delivery = std::make_shared<Delivery>();
   delivery->handles.resize(size());
+  delivery->lane = lane;
   std::vector<bool> opened(size(), false);
   std::size_t in_hand = 0;
   for (std::size_t i = 0; i < size(); ++i) {
-    round.handles[i] = instances_[i]->pool.take_idle();
+    round.handles[i] = instances_[i]->pool.take_idle(lane);
     if (round.handles[i]) ++in_hand;
     if (round.handles[i] || now.time_since_epoch().count() < instances_[i]->skip_until.load())
       continue;
@@ -171,7 +175,8 @@ bool RedlockQuorum::start_open(std::size_t i, std::shared_ptr<Delivery> delivery
 void RedlockQuorum::open_in_background(Instance& instance, std::size_t i, Delivery& delivery,
                                        bool required) {
   std::string error;
-  ConnectionPool::Handle handle = instance.pool.take(Clock::now() + config_.command_timeout, error);
+  ConnectionPool::Handle handle =
+      instance.pool.take(Clock::now() + config_.command_timeout, error, delivery.lane);
   if (handle) {
     instance.failing = false;
   } else {
@@ -203,7 +208,7 @@ void RedlockQuorum::send(Round& round, Clock::time_point deadline, const FanOutE
     instances_[i]->pool.clear();
     handle = ConnectionPool::Handle();
     std::string error;
-    handle = instances_[i]->pool.take(deadline, error);
+    handle = instances_[i]->pool.take(deadline, error, round.lane);
     std::vector<FanOutRequest> retry(1);
     retry[0].calls = request.calls;
     retry[0].conn = handle ? &*handle : nullptr;

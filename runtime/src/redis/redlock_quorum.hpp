@@ -59,6 +59,7 @@ class RedlockQuorum {
   struct Round {
     std::vector<ConnectionPool::Handle> handles;
     std::vector<FanOutRequest> requests;
+    ConnectionPool::Lane lane = ConnectionPool::Lane::kShared;  ///< where the handles came from
 
     /// Adds `call` to what instance `i` is asked, if it has a connection.
     void ask(std::size_t i, const ScriptCall* call);
@@ -75,7 +76,10 @@ class RedlockQuorum {
   /// of the lease). An instance that stalls (accepts TCP, answers nothing) therefore costs
   /// a round at most `wait` once it has failed, never the connect and command timeouts of
   /// an open; a connection opened after the wait joins the pool.
-  Round borrow(Clock::duration wait, Clock::duration open_wait);
+  /// Renewals borrow with Lane::kRenewal: each instance's renewal connection, which
+  /// acquirers holding every shared one cannot take from them.
+  Round borrow(Clock::duration wait, Clock::duration open_wait,
+               ConnectionPool::Lane lane = ConnectionPool::Lane::kShared);
   /// Sends each instance's calls of `round` and collects the replies until `deadline`, or
   /// shortly after `enough` (fan_out.hpp) says a quorum settled the question. An instance
   /// whose pooled connection turned out dead (it restarted since it was last used) is asked
