@@ -307,11 +307,12 @@ TEST(Cluster, AStoppedMasterDoesNotDelayRenewalsOfLeasesOnTheOthers) {
   EXPECT_EQ(healthy.release(), ReleaseStatus::kReleased);
 }
 
-// Two of three masters stopped, each with leases on it. Their renewals are sent at once and
-// the round waits at most a third of the shortest lease, so a lease on the third master,
-// shorter than the two stopped masters' command timeouts together, is still renewed in time.
-// (Asked one master after the other, each stopped one cost a command timeout per round, and
-// the lease expired.)
+// Two of three masters stopped, each with leases on it and its renewal connection open.
+// Their renewals are sent at once and a round waits about a third of the shortest lease
+// renewed lately, so a lease on the third master, shorter than a command timeout plus its
+// renewal period, is still renewed in time. (Asked one master after the other, or each
+// waited for a whole command timeout, the lease expired.) Once resumed, the stopped masters
+// renew leases again.
 TEST(Cluster, StoppedMastersAreAskedAtOnceSoALeaseOnAHealthyOneOutlivesTheirTimeouts) {
   RedisClusterGroup::Options options;
   options.replicas_per_master = 0;
@@ -324,13 +325,13 @@ TEST(Cluster, StoppedMastersAreAskedAtOnceSoALeaseOnAHealthyOneOutlivesTheirTime
   const auto master_of = [&](const std::string& key) {
     return cluster.master_of_slot(internal::key_slot(internal::lock_keys(service, key).lock));
   };
-  // The healthy key on the master that is asked last in slot-map order, stopped keys on the
-  // two others.
+  // The healthy key on the master that comes last in slot-map order, stopped keys on the
+  // two others, and a spare key per stopped master for after the resume.
   std::map<int, std::vector<std::string>> by_master;
   for (int i = 0; i < 400; ++i) {
     const std::string key = "key-" + std::to_string(i);
     const int master = master_of(key);
-    if (master >= 0 && by_master[master].size() < 5) by_master[master].push_back(key);
+    if (master >= 0 && by_master[master].size() < 6) by_master[master].push_back(key);
   }
   ASSERT_EQ(by_master.size(), 3U);
   const int healthy_master = by_master.rbegin()->first;
@@ -338,34 +339,42 @@ TEST(Cluster, StoppedMastersAreAskedAtOnceSoALeaseOnAHealthyOneOutlivesTheirTime
 
   Client client(config);
   std::vector<Lease> on_stopped;
-  std::vector<int> stopped_masters;
+  std::vector<RedisServer*> stopped;
   for (const auto& [master, keys] : by_master) {
     if (master == healthy_master) continue;
-    stopped_masters.push_back(master);
-    for (const auto& key : keys) {
-      on_stopped.push_back(client.acquire(key, settings(4s)));
+    stopped.push_back(&cluster.node(static_cast<std::size_t>(master)));
+    for (std::size_t k = 0; k + 1 < keys.size(); ++k) {
+      on_stopped.push_back(client.acquire(keys[k], settings(3s)));
       ASSERT_TRUE(on_stopped.back()) << on_stopped.back().error();
     }
   }
-  Lease healthy = client.acquire(healthy_key, settings(1800ms));
+  std::this_thread::sleep_for(1200ms);  // one renewal each: renewal connections are open
+  Lease healthy = client.acquire(healthy_key, settings(1200ms));
   ASSERT_TRUE(healthy) << healthy.error();
   std::atomic<bool> told_lost{false};
   healthy.view().on_lost([&](const LeaseView&) { told_lost = true; });
 
-  std::vector<RedisServer*> stopped;
-  for (int master : stopped_masters) stopped.push_back(&cluster.node(static_cast<std::size_t>(master)));
   RedisAdmin admin(cluster.node(static_cast<std::size_t>(healthy_master)));
-  const long long lowest_ttl =  // for three times the healthy lease
+  const long long lowest_ttl =  // for four times the healthy lease
       lowest_ttl_while_paused(stopped, admin, internal::lock_keys(service, healthy_key).lock,
-                              5400ms, told_lost);
+                              4800ms, told_lost);
   const auto metrics = client.metrics();
-  std::printf("[ measure ] cluster, 2 of 3 masters stopped for 5.4 s (command_timeout 1 s): lowest "
-              "TTL of the 1.8 s lease on the third %lld ms; renewal lag max %llu ms\n",
+  std::printf("[ measure ] cluster, 2 of 3 masters stopped for 4.8 s (command_timeout 1 s): lowest "
+              "TTL of the 1.2 s lease on the third %lld ms; renewal lag max %llu ms\n",
               lowest_ttl, static_cast<unsigned long long>(metrics.renewal_lag.max_us / 1000));
   EXPECT_FALSE(told_lost.load()) << "on_lost ran for the lease on the healthy master";
   EXPECT_FALSE(healthy.lost()) << to_string(healthy.view().loss_reason());
   EXPECT_GT(lowest_ttl, 0) << "the key on the healthy master expired while the others stopped";
   EXPECT_EQ(healthy.release(), ReleaseStatus::kReleased);
+
+  for (const auto& [master, keys] : by_master) {
+    if (master == healthy_master) continue;
+    Lease after = client.acquire(keys.back(), settings(1200ms));
+    ASSERT_TRUE(after) << after.error();
+    std::this_thread::sleep_for(1500ms);  // renewed three times, or lost
+    EXPECT_FALSE(after.lost()) << "master " << master << " renews no lease after its resume: "
+                               << to_string(after.view().loss_reason());
+  }
 }
 
 }  // namespace

@@ -260,19 +260,31 @@ TEST_F(RedlockStall, LeasesUpToTheCommandTimeoutAreGrantedAndRenewedWhileOneInst
 // acquirers holding every one of them (pool_size per instance) left a renewal round with no
 // connection at all, and leases expired. A renewal round now has a connection of its own to
 // each instance, and the acquirers' share is still pool_size.
-TEST_F(RedlockStall, ARenewalRoundHasConnectionsWhileAcquirersHoldEveryPooledOne) {
+TEST_F(RedlockStall, ARenewalIsSentWhileAcquirersHoldEveryPooledConnection) {
   BackendConfig backend = config(3).backends["default"];
   backend.pool_size = 1;
-  internal::RedlockQuorum quorum(backend);
-  const internal::RedlockQuorum::Round acquirers = quorum.borrow(200ms, 500ms);
-  for (std::size_t i = 0; i < quorum.size(); ++i) ASSERT_TRUE(acquirers.usable(i)) << i;
-  const internal::RedlockQuorum::Round renewal =
-      quorum.borrow(200ms, 500ms, internal::ConnectionPool::Lane::kRenewal);
-  for (std::size_t i = 0; i < quorum.size(); ++i) {
-    EXPECT_TRUE(renewal.usable(i)) << "instance " << i << " gave the renewal round no connection";
+  auto quorum = std::make_shared<internal::RedlockQuorum>(backend);
+  internal::Engine engine = internal::make_redlock_backend(quorum, unique_service(),
+                                                           std::make_shared<internal::Metrics>());
+  const Key key("renewed-under-contention");
+  const internal::GrantReply grant = engine.lock->acquire(
+      internal::GrantRequest{key, "holder", 2s, "contended", Clock::now() + 500ms});
+  ASSERT_EQ(grant.kind, internal::GrantReply::Kind::kAcquired) << grant.error;
+
+  const internal::RedlockQuorum::Round acquirers = quorum->borrow(200ms, 500ms);
+  for (std::size_t i = 0; i < quorum->size(); ++i) ASSERT_TRUE(acquirers.usable(i)) << i;
+  std::vector<internal::RenewItem> items{internal::RenewItem{&key, "holder", 10s}};
+  items[0].token = grant.token;
+  engine.lock->renew(items);
+  EXPECT_EQ(items[0].outcome, internal::RenewOutcome::kRenewed)
+      << "the renewal waited for a pooled connection and gave up";
+  for (std::size_t i = 0; i < quorum->size(); ++i) {
+    RedisAdmin admin(instance(i));
+    EXPECT_GT(admin.integer({"PTTL", lock_key(key.str())}), 5000) << "instance " << i;
   }
-  const internal::RedlockQuorum::Round another = quorum.borrow(50ms, 100ms);
-  for (std::size_t i = 0; i < quorum.size(); ++i) {
+  // Acquirers still share the pool as before: its size is theirs.
+  const internal::RedlockQuorum::Round another = quorum->borrow(50ms, 100ms);
+  for (std::size_t i = 0; i < quorum->size(); ++i) {
     EXPECT_FALSE(another.usable(i)) << "instance " << i << " lent a connection beyond pool_size";
   }
 }

@@ -200,7 +200,9 @@ class ClusterBackend final : public RoutedBackend {
       request.conn = handles.back() ? &*handles.back() : nullptr;
       for (std::size_t i : on_master) request.calls.push_back(&calls[i]);
     }
-    fan_out(requests, deadline);
+    // The replies get a window of their own after the last take: a master whose open took
+    // the round's time is not judged silent without having been asked.
+    fan_out(requests, std::max(deadline, Clock::now() + kShortestRound));
     std::optional<Endpoint> answering;
     bool any_silent = false;
     std::size_t m = 0;
@@ -213,10 +215,14 @@ class ClusterBackend final : public RoutedBackend {
       const bool timed_out = std::any_of(replies.begin(), replies.end(), [](const Reply& reply) {
         return reply.status() == Reply::Status::kTimeout;
       });
-      if (timed_out) pools[m]->mark_stalled();
-      const bool silent = timed_out || (!handles[m] && pools[m]->stalled());
+      const bool silent = timed_out || (!handles[m] && pools[m]->silent());
+      if (timed_out || (silent && !handles[m])) {
+        pools[m]->note_silence();
+      } else if (!replies.empty() && replies.front().ok()) {
+        pools[m]->note_answer();
+        if (!answering) answering = map.masters[master];
+      }
       any_silent = any_silent || silent;
-      if (!answering && !replies.empty() && replies.front().ok()) answering = map.masters[master];
       for (std::size_t k = 0; k < on_master.size(); ++k) {
         const bool answered = k < replies.size() && replies[k].ok() &&
                               replies[k].server_error() == ServerError::kNone;
@@ -231,9 +237,10 @@ class ClusterBackend final : public RoutedBackend {
       ++m;
     }
     handles.clear();  // broken ones are dropped by their pools
-    // A stopped master may be failed over meanwhile: read the map from one that answered
-    // (unless a refresh runs already), so that its leases follow the new master next round.
-    if (any_silent && answering) refresh(deadline, answering, false);
+    // A stopped master may be failed over meanwhile: read the map again (from one that
+    // answered, else from any node not silent; unless a refresh runs already), so that its
+    // leases follow the new master next round.
+    if (any_silent) refresh(Clock::now() + kShortestRound, answering, false);
   }
 
   // SCAN on every master of the slot map.
@@ -380,13 +387,15 @@ class ClusterBackend final : public RoutedBackend {
     }
     candidates.insert(candidates.end(), config_.endpoints.begin(), config_.endpoints.end());
     std::string errors;
+    std::size_t asked = 0;
     for (std::size_t i = 0; i < candidates.size(); ++i) {
       if (std::find(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(i),
                     candidates[i]) != candidates.begin() + static_cast<std::ptrdiff_t>(i)) {
         continue;  // asked already
       }
-      if (i > 0 && Clock::now() >= deadline) break;
       const Endpoint& node = candidates[i];
+      if (!wait && silent(node)) continue;  // the renewal round does not wait for it
+      if (asked++ > 0 && Clock::now() >= deadline) break;
       Reply reply = pool_for(node)->run([](Connection& conn) {
         return conn.command({"CLUSTER", "SLOTS"});
       });
@@ -431,7 +440,10 @@ class ClusterBackend final : public RoutedBackend {
     std::vector<std::shared_ptr<ConnectionPool>> dropped;  // closed outside the lock
     std::lock_guard lock(pools_mutex_);
     for (auto it = pools_.begin(); it != pools_.end();) {
-      const bool kept = std::any_of(known.begin(), known.end(),
+      // A pool whose renewal connection is being opened is kept until a later refresh:
+      // dropping it would wait for the open.
+      const bool kept = it->second->opening() ||
+                        std::any_of(known.begin(), known.end(),
                                     [&](const Endpoint& e) { return to_string(e) == it->first; });
       if (kept) {
         ++it;
@@ -440,6 +452,18 @@ class ClusterBackend final : public RoutedBackend {
         it = pools_.erase(it);
       }
     }
+  }
+
+  // Whether renewals found `node` stalled or are still opening a connection to it.
+  bool silent(const Endpoint& node) {
+    std::shared_ptr<ConnectionPool> pool;
+    {
+      std::lock_guard lock(pools_mutex_);
+      const auto it = pools_.find(to_string(node));
+      if (it == pools_.end()) return false;
+      pool = it->second;
+    }
+    return pool->silent();
   }
 
   std::shared_ptr<ConnectionPool> pool_for(const Endpoint& node) {

@@ -26,12 +26,15 @@ ConnectionPool::Handle::~Handle() {
 
 void ConnectionPool::give_back(std::unique_ptr<Connection> conn, Lane lane) {
   if (lane == Lane::kRenewal) {
-    std::lock_guard lock(mutex_);
-    if (conn->broken()) {
-      renewal_open_ = false;
-    } else {
-      renewal_idle_ = std::move(conn);
+    {
+      std::lock_guard lock(mutex_);
+      if (conn->broken()) {
+        renewal_open_ = false;
+      } else {
+        renewal_idle_ = std::move(conn);
+      }
     }
+    opened_.notify_all();
     return;
   }
   {
@@ -69,9 +72,31 @@ ConnectionPool::Handle ConnectionPool::take_idle(Lane lane) {
   return Handle(this, std::move(conn), true);
 }
 
-void ConnectionPool::mark_stalled() {
+void ConnectionPool::note_silence() {
+  std::unique_lock lock(mutex_);
+  note_silence(lock);
+}
+
+void ConnectionPool::note_silence(std::unique_lock<std::mutex>&) {
+  const auto now = Clock::now();
+  if (!silent_since_) silent_since_ = now;
+  if (now - *silent_since_ >= config_.command_timeout) stalled_ = true;
+}
+
+void ConnectionPool::note_answer() {
   std::lock_guard lock(mutex_);
-  stalled_ = true;
+  silent_since_.reset();
+  stalled_ = false;
+}
+
+bool ConnectionPool::silent() {
+  std::lock_guard lock(mutex_);
+  return stalled_ || opening_ || silent_since_.has_value();
+}
+
+bool ConnectionPool::opening() {
+  std::lock_guard lock(mutex_);
+  return opening_;
 }
 
 bool ConnectionPool::stalled() {
@@ -88,6 +113,7 @@ void ConnectionPool::open_renewal() {
     opening_ = true;
     opener_ = std::thread([this] {
       std::string error;
+      const auto started = Clock::now();
       auto conn = Connection::open(endpoint_, config_, error);
       {
         std::lock_guard relock(mutex_);
@@ -95,9 +121,14 @@ void ConnectionPool::open_renewal() {
         if (conn) {
           renewal_idle_ = std::move(conn);
           renewal_open_ = true;
-          stalled_ = false;
         } else {
           open_error_ = std::move(error);
+        }
+        // Opened, or refused before the connect timeout: the server is not stalled (it
+        // answers, or it is gone and the caller's other paths find where it went).
+        if (conn || Clock::now() - started < config_.connect_timeout) {
+          stalled_ = false;
+          silent_since_.reset();
         }
       }
       opened_.notify_all();
@@ -117,8 +148,8 @@ ConnectionPool::Handle ConnectionPool::take_renewal(Clock::time_point deadline,
   std::unique_lock lock(mutex_);
   if (!stalled_) opened_.wait_until(lock, deadline, [this] { return !opening_; });
   if (renewal_idle_) return Handle(this, std::move(renewal_idle_), true, Lane::kRenewal);
-  if (opening_) {  // at the deadline: not waited for again until the open succeeds
-    stalled_ = true;
+  if (opening_) {  // at the deadline: the server stays silent
+    note_silence(lock);
     error =
         fmt::format("{} did not answer a connect within the renewal round", to_string(endpoint_));
   } else if (renewal_open_) {  // on loan: as take() does, a shared one
@@ -135,7 +166,7 @@ ConnectionPool::Handle ConnectionPool::take(Clock::time_point deadline, std::str
   std::unique_lock lock(mutex_);
   if (lane == Lane::kRenewal) {
     if (renewal_idle_) return Handle(this, std::move(renewal_idle_), true, Lane::kRenewal);
-    if (!renewal_open_) {
+    if (!renewal_open_ && !opening_) {
       renewal_open_ = true;
       lock.unlock();
       auto conn = Connection::open(endpoint_, config_, error);

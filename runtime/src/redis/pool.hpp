@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -62,14 +63,22 @@ class ConnectionPool {
   /// servers opens them all at once.
   void open_renewal();
   /// The renewal connection for a round that must not wait past `deadline`: an idle one, or
-  /// the one open_renewal() is opening, waited for until `deadline`. A server that stalled
-  /// (mark_stalled(), or an open still running at the deadline) is not waited for until a
-  /// connection to it opens: an empty handle comes back at once, with `error` set.
+  /// the one open_renewal() is opening, waited for until `deadline`. A stalled server (see
+  /// note_silence) is not waited for until a connection to it opens or an open is refused:
+  /// an empty handle comes back at once, with `error` set.
   Handle take_renewal(Clock::time_point deadline, std::string& error);
-  /// The server left a renewal unanswered.
-  void mark_stalled();
-  /// Whether the server stalled and no renewal connection to it has opened since.
+  /// The server left a renewal round unanswered (or a renewal open still ran at the round's
+  /// end). Silent for a whole command_timeout over consecutive rounds, it is stalled.
+  void note_silence();
+  /// The server answered a renewal round: not silent, not stalled.
+  void note_answer();
+  /// Whether the server is stalled (note_silence) and no renewal connection to it has opened.
   [[nodiscard]] bool stalled();
+  /// Whether a background open runs (a pool is not dropped then: it would wait for it).
+  [[nodiscard]] bool opening();
+  /// Whether the last renewal round found the server silent (stalled or not yet), or a
+  /// background open runs: calls that would wait for it are better not made now.
+  [[nodiscard]] bool silent();
 
   /// Runs `call` on a connection. If a reused connection turns out to be dead before it
   /// could have applied anything (the server restarted, an idle socket was closed), tries
@@ -82,6 +91,7 @@ class ConnectionPool {
 
  private:
   void give_back(std::unique_ptr<Connection> conn, Lane lane);
+  void note_silence(std::unique_lock<std::mutex>& held);
 
   const Endpoint endpoint_;
   const BackendConfig config_;
@@ -91,7 +101,8 @@ class ConnectionPool {
   int open_ = 0;  // idle plus on loan
   std::unique_ptr<Connection> renewal_idle_;  // the renewal connection, when not on loan
   bool renewal_open_ = false;                 // it exists, idle or on loan
-  bool stalled_ = false;                      // mark_stalled() and no renewal open since
+  bool stalled_ = false;                      // see note_silence()
+  std::optional<Clock::time_point> silent_since_;  // first unanswered round since an answer
   bool opening_ = false;                      // opener_ runs
   std::string open_error_;                    // why the last background open failed
   std::condition_variable opened_;            // opener_ finished

@@ -400,7 +400,11 @@ class RedlockBackend final : public Backend {
 
 Engine make_redlock_backend(const BackendConfig& config, const std::string& service,
                             std::shared_ptr<Metrics> metrics) {
-  auto quorum = std::make_shared<RedlockQuorum>(config);
+  return make_redlock_backend(std::make_shared<RedlockQuorum>(config), service, std::move(metrics));
+}
+
+Engine make_redlock_backend(std::shared_ptr<RedlockQuorum> quorum, const std::string& service,
+                            std::shared_ptr<Metrics> metrics) {
   Engine engine;
   engine.lock = std::make_shared<RedlockBackend>(quorum, service, std::move(metrics));
   add_redlock_records(engine, std::move(quorum), service);

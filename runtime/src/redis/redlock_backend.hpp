@@ -14,7 +14,12 @@
 
 namespace dlock::internal {
 
+class RedlockQuorum;
+
 Engine make_redlock_backend(const BackendConfig& config, const std::string& service,
+                            std::shared_ptr<Metrics> metrics);
+/// The same over instances asked through `quorum` (tests share it to hold its connections).
+Engine make_redlock_backend(std::shared_ptr<RedlockQuorum> quorum, const std::string& service,
                             std::shared_ptr<Metrics> metrics);
 
 }  // namespace dlock::internal

@@ -111,6 +111,10 @@ RedlockQuorum::Round RedlockQuorum::borrow(Clock::duration wait, Clock::duration
   std::size_t in_hand = 0;
   for (std::size_t i = 0; i < size(); ++i) {
     round.handles[i] = instances_[i]->pool.take_idle(lane);
+    // A renewal round takes an idle shared connection while its own is not there.
+    if (!round.handles[i] && lane == ConnectionPool::Lane::kRenewal) {
+      round.handles[i] = instances_[i]->pool.take_idle();
+    }
     if (round.handles[i]) ++in_hand;
     if (round.handles[i] || now.time_since_epoch().count() < instances_[i]->skip_until.load())
       continue;
