@@ -17,6 +17,7 @@
 #include "redis/pool.hpp"
 #include "redis/reply.hpp"
 #include "redis/routed_backend.hpp"
+#include "redis/slot_map.hpp"
 #include "redis/subscriber.hpp"
 
 namespace dlock::internal {
@@ -27,54 +28,6 @@ constexpr Millis kFirstBackoff{2};
 constexpr Millis kMaxBackoff{50};
 // A renewal round waits at least this long, even for a lease cut short by max_hold.
 constexpr Millis kShortestRound{50};
-
-/// Which master serves each slot, as one node saw it.
-struct SlotMap {
-  std::vector<Endpoint> masters;
-  std::vector<Endpoint> nodes;  ///< masters and replicas: anyone can carry pub/sub
-  std::array<std::int16_t, kClusterSlots> owner{};  ///< index into masters; -1: nobody
-};
-
-// One node entry of CLUSTER SLOTS: [host, port, id, ...]. An empty or '?' host means the
-// node did not know its own address: it is the one we asked.
-std::optional<Endpoint> node_of(ReplyView entry, const Endpoint& asked) {
-  const std::optional<long long> port = entry[1].integer();
-  if (entry.size() < 2 || !port) return std::nullopt;
-  Endpoint node{std::string(entry[0].text()), static_cast<int>(*port)};
-  if (node.host.empty() || node.host == "?") node.host = asked.host;
-  return node;
-}
-
-std::shared_ptr<SlotMap> parse_slots(const Reply& reply, const Endpoint& asked) {
-  const ReplyView ranges(reply);
-  if (ranges.size() == 0) return nullptr;
-  auto map = std::make_shared<SlotMap>();
-  map->owner.fill(-1);
-  auto index_of = [](std::vector<Endpoint>& list, const Endpoint& e) {
-    for (std::size_t i = 0; i < list.size(); ++i) {
-      if (list[i] == e) return i;
-    }
-    list.push_back(e);
-    return list.size() - 1;
-  };
-  for (std::size_t r = 0; r < ranges.size(); ++r) {
-    const ReplyView range = ranges[r];
-    const std::optional<long long> first = range[0].integer(), last = range[1].integer();
-    if (range.size() < 3 || !first || !last) return nullptr;
-    const auto master = node_of(range[2], asked);
-    if (!master) return nullptr;
-    const auto index = static_cast<std::int16_t>(index_of(map->masters, *master));
-    index_of(map->nodes, *master);
-    for (std::size_t n = 3; n < range.size(); ++n) {
-      if (auto replica = node_of(range[n], asked)) index_of(map->nodes, *replica);
-    }
-    for (long long slot = std::max(0LL, *first);
-         slot <= std::min<long long>(*last, kClusterSlots - 1); ++slot) {
-      map->owner[static_cast<std::size_t>(slot)] = index;
-    }
-  }
-  return map;
-}
 
 void pause_until(Clock::time_point deadline, Millis& backoff) {
   const auto now = Clock::now();
@@ -195,7 +148,6 @@ class ClusterBackend final : public RoutedBackend {
     for (const auto& [master, on_master] : by_master) {
       std::string error;
       handles.push_back(pools[handles.size()]->take_renewal(deadline, error));
-      if (!handles.back()) log(LogLevel::kDebug, "cluster renewal: {}", error);
       FanOutRequest& request = requests.emplace_back();
       request.conn = handles.back() ? &*handles.back() : nullptr;
       for (std::size_t i : on_master) request.calls.push_back(&calls[i]);
