@@ -44,17 +44,25 @@ class ShortestLease {
   Millis note(const std::vector<RenewItem>& items, Clock::time_point now) {
     std::lock_guard lock(mutex_);
     if (known_ && now - seen_ > shortest_) known_ = false;
-    for (const auto& item : items) {
-      if (!known_ || item.ttl <= shortest_) {
-        shortest_ = item.ttl;
-        seen_ = now;
-        known_ = true;
-      }
-    }
+    for (const auto& item : items) add(item.ttl, now);
     return known_ ? shortest_ : Millis{0};
+  }
+  /// A lease granted now: rounds before its first renewal are bounded by it too.
+  void granted(Millis lease, Clock::time_point now) {
+    std::lock_guard lock(mutex_);
+    if (known_ && now - seen_ > shortest_) known_ = false;
+    add(lease, now);
   }
 
  private:
+  void add(Millis ttl, Clock::time_point now) {
+    if (!known_ || ttl <= shortest_) {
+      shortest_ = ttl;
+      seen_ = now;
+      known_ = true;
+    }
+  }
+
   std::mutex mutex_;
   bool known_ = false;
   Millis shortest_{0};
@@ -68,6 +76,7 @@ class ClusterBackend final : public RoutedBackend {
 
   GrantReply acquire(const GrantRequest& request) override {
     const LockKeys keys = lock_keys(service_, request.key.str());
+    shortest_.granted(request.lease, Clock::now());
     return grant_of(
         routed(key_slot(keys.lock), request.give_up_at, [&](Connection& conn, bool asking) {
           Reply reply =
