@@ -47,6 +47,9 @@ struct RenewItem {
   /// this, so that a server that lost the counter (a replica promoted before the grant
   /// reached it) hands out higher tokens whatever its clock says. 0: not raised.
   std::uint64_t token = 0;
+  /// When the holder's validity ends unless this renewal's outcome is known: a round that
+  /// returns later has its lease declared lost although the renewal may have got through.
+  Clock::time_point valid_until = Clock::time_point::max();
 };
 
 enum class ReleaseOutcome {

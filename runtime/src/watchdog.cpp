@@ -253,6 +253,7 @@ void Watchdog::renew_batch(std::vector<Task>& due, std::vector<Task>& again) {
         std::min<Clock::duration>(lease->settings.lease, lease->hold_deadline() - sent);
     items.push_back(RenewItem{&lease->key, lease->owner, to_millis_ceil(ttl)});
     items.back().token = lease->token;
+    items.back().valid_until = lease->valid_until();
   }
   leases.front()->backend->renew(items);
   for (std::size_t i = 0; i < leases.size(); ++i) {

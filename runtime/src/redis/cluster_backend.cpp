@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "background_job.hpp"
 #include "log.hpp"
 #include "redis/backend_admin.hpp"
 #include "redis/crc16.hpp"
@@ -15,6 +16,7 @@
 #include "redis/keys.hpp"
 #include "redis/lock_scripts.hpp"
 #include "redis/pool.hpp"
+#include "redis/renewal_round.hpp"
 #include "redis/reply.hpp"
 #include "redis/routed_backend.hpp"
 #include "redis/slot_map.hpp"
@@ -26,48 +28,12 @@ namespace {
 constexpr int kMaxRedirects = 16;
 constexpr Millis kFirstBackoff{2};
 constexpr Millis kMaxBackoff{50};
-// A renewal round waits at least this long, even for a lease cut short by max_hold.
-constexpr Millis kShortestRound{50};
-
 void pause_until(Clock::time_point deadline, Millis& backoff) {
   const auto now = Clock::now();
   if (now < deadline)
     std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
   backoff = std::min(backoff * 2, kMaxBackoff);
 }
-
-// The shortest lease renewed within its own length: while it is held, it is renewed again
-// within a third of it, so a round that waits no longer than that never makes it late.
-class ShortestLease {
- public:
-  /// The shortest of the leases in `items` and those noted within their own length.
-  Millis note(const std::vector<RenewItem>& items, Clock::time_point now) {
-    std::lock_guard lock(mutex_);
-    if (known_ && now - seen_ > shortest_) known_ = false;
-    for (const auto& item : items) add(item.ttl, now);
-    return known_ ? shortest_ : Millis{0};
-  }
-  /// A lease granted now: rounds before its first renewal are bounded by it too.
-  void granted(Millis lease, Clock::time_point now) {
-    std::lock_guard lock(mutex_);
-    if (known_ && now - seen_ > shortest_) known_ = false;
-    add(lease, now);
-  }
-
- private:
-  void add(Millis ttl, Clock::time_point now) {
-    if (!known_ || ttl <= shortest_) {
-      shortest_ = ttl;
-      seen_ = now;
-      known_ = true;
-    }
-  }
-
-  std::mutex mutex_;
-  bool known_ = false;
-  Millis shortest_{0};
-  Clock::time_point seen_{};
-};
 
 class ClusterBackend final : public RoutedBackend {
  public:
@@ -89,14 +55,13 @@ class ClusterBackend final : public RoutedBackend {
 
   void renew(std::vector<RenewItem>& items) override {
     // Every master is asked at once and the round is bounded by a third of the shortest
-    // lease renewed lately (this round's or one due soon): a master that stopped answering
-    // fails its own items together, and never makes the leases on the others late by more
-    // than that.
+    // lease renewed lately (this round's or one due soon), and by the first validity among
+    // its items: a master that stopped answering fails its own items together, and never
+    // makes the leases on the others late (renewal_round.hpp).
     const auto now = Clock::now();
-    const auto deadline =
-        now + std::clamp<Clock::duration>(
-                  shortest_.note(items, now) / 3, kShortestRound,
-                  std::max<Clock::duration>(kShortestRound, config_.command_timeout));
+    const RoundEnd end =
+        RoundEnd::of(items, shortest_.note(items, now), config_.command_timeout, now);
+    const auto deadline = end.deadline;
     std::vector<ScriptCall> calls;
     std::vector<int> slots;
     calls.reserve(items.size());
@@ -117,7 +82,7 @@ class ClusterBackend final : public RoutedBackend {
         by_master[static_cast<std::size_t>(owner)].push_back(i);
       }
     }
-    if (!by_master.empty()) renew_on_masters(items, calls, *map, by_master, deadline, unrouted);
+    if (!by_master.empty()) renew_on_masters(items, calls, *map, by_master, end, unrouted);
     for (std::size_t i : unrouted) {
       // Past the round's deadline the rest are retried with the next round, not now.
       if (Clock::now() >= deadline) {
@@ -141,67 +106,58 @@ class ClusterBackend final : public RoutedBackend {
     return routed(redis_key.empty() ? 0 : key_slot(redis_key), deadline, call);
   }
 
-  // Sends every master its items' pipeline at once (fan_out.hpp) on its renewal connection
-  // and reads the replies until `deadline`. Items a master refused or moved go to `unrouted`.
+  // Sends every master its items' pipeline (fan_out.hpp) on its renewal connection and
+  // reads the replies until the round's end. Items a master refused or moved go to
+  // `unrouted`.
   void renew_on_masters(std::vector<RenewItem>& items, const std::vector<ScriptCall>& calls,
                         const SlotMap& map,
                         const std::map<std::size_t, std::vector<std::size_t>>& by_master,
-                        Clock::time_point deadline, std::vector<std::size_t>& unrouted) {
+                        RoundEnd end, std::vector<std::size_t>& unrouted) {
     std::vector<std::shared_ptr<ConnectionPool>> pools;
     std::vector<ConnectionPool::Handle> handles;
     std::vector<FanOutRequest> requests;
+    std::vector<std::size_t> in_hand;
+    std::vector<std::size_t> opening;
     for (const auto& [master, on_master] : by_master) {
       pools.push_back(pool_for(map.masters[master]));
       pools.back()->open_renewal();  // all opens at once; none waits for another
-    }
-    for (const auto& [master, on_master] : by_master) {
-      std::string error;
-      handles.push_back(pools[handles.size()]->take_renewal(deadline, error));
+      handles.push_back(pools.back()->take_idle(ConnectionPool::Lane::kRenewal));
+      (handles.back() ? in_hand : opening).push_back(requests.size());
       FanOutRequest& request = requests.emplace_back();
-      request.conn = handles.back() ? &*handles.back() : nullptr;
       for (std::size_t i : on_master) request.calls.push_back(&calls[i]);
     }
-    // The replies get a window of their own after the last take: a master whose open took
-    // the round's time is not judged silent without having been asked.
-    fan_out(requests, std::max(deadline, Clock::now() + kShortestRound));
+    // Masters with a connection in hand are asked at once, not after the opens of the
+    // others: a lease on a healthy master is renewed when it is due even while the round
+    // waits for a stopped one. The others are asked once their opens (running meanwhile)
+    // finish.
+    ask_servers(requests, handles, in_hand, end.deadline);
+    for (std::size_t m : opening) {
+      std::string error;
+      handles[m] = pools[m]->take_renewal(end.deadline, error);
+    }
+    ask_servers(requests, handles, opening, end.after_takes());
     std::optional<Endpoint> answering;
     bool any_silent = false;
     std::size_t m = 0;
     for (const auto& [master, on_master] : by_master) {
-      const auto& replies = requests[m].replies;
-      // A master that did not answer in time (stopped, blackholed), or is still being
-      // reconnected after that, fails all its items at once: one by one would cost a
-      // timeout each. Other failures (refused, reset) go one by one, which follows the
-      // cluster to a new master.
-      const bool timed_out = std::any_of(replies.begin(), replies.end(), [](const Reply& reply) {
-        return reply.status() == Reply::Status::kTimeout;
-      });
-      const bool silent = timed_out || (!handles[m] && pools[m]->silent());
-      if (timed_out || (silent && !handles[m])) {
-        pools[m]->note_silence();
-      } else if (!replies.empty() && replies.front().ok()) {
-        pools[m]->note_answer();
-        if (!answering) answering = map.masters[master];
+      const bool silent =
+          settle_server(items, on_master, requests[m].replies, *pools[m], !handles[m], unrouted);
+      if (!silent && !answering && !requests[m].replies.empty() &&
+          requests[m].replies.front().ok()) {
+        answering = map.masters[master];
       }
       any_silent = any_silent || silent;
-      for (std::size_t k = 0; k < on_master.size(); ++k) {
-        const bool answered = k < replies.size() && replies[k].ok() &&
-                              replies[k].server_error() == ServerError::kNone;
-        if (answered) {
-          items[on_master[k]].outcome = renew_outcome_of(replies[k]);
-        } else if (silent) {
-          items[on_master[k]].outcome = RenewOutcome::kUnavailable;
-        } else {
-          unrouted.push_back(on_master[k]);  // moved, migrating or refused: one by one
-        }
-      }
       ++m;
     }
     handles.clear();  // broken ones are dropped by their pools
     // A stopped master may be failed over meanwhile: read the map again (from one that
-    // answered, else from any node not silent; unless a refresh runs already), so that its
-    // leases follow the new master next round.
-    if (any_silent) refresh(Clock::now() + kShortestRound, answering, false);
+    // answered, else from any node not silent), so that its leases follow the new master
+    // next round. Not on this thread: a node stopped since it last answered, and not asked
+    // in this round, would hold the next round for a command timeout.
+    if (any_silent) {
+      refresher_.start(
+          [this, answering] { refresh(Clock::now() + config_.command_timeout, answering, false); });
+    }
   }
 
   // SCAN on every master of the slot map.
@@ -467,6 +423,8 @@ class ClusterBackend final : public RoutedBackend {
 
   std::mutex feed_mutex_;
   std::unique_ptr<ReleaseFeed> feed_;
+
+  BackgroundJob refresher_;  // slot-map reads for renewal rounds; declared last (see its header)
 };
 
 }  // namespace

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <system_error>
+#include <algorithm>
 
 #include "log.hpp"
 
@@ -10,15 +10,6 @@ namespace dlock::internal {
 
 ConnectionPool::ConnectionPool(Endpoint endpoint, BackendConfig config)
     : endpoint_(std::move(endpoint)), config_(std::move(config)) {}
-
-ConnectionPool::~ConnectionPool() {
-  std::thread opener;
-  {
-    std::lock_guard lock(mutex_);
-    opener = std::move(opener_);
-  }
-  if (opener.joinable()) opener.join();
-}
 
 ConnectionPool::Handle::~Handle() {
   if (pool_ != nullptr && conn_) pool_->give_back(std::move(conn_), lane_);
@@ -73,25 +64,18 @@ ConnectionPool::Handle ConnectionPool::take_idle(Lane lane) {
 }
 
 void ConnectionPool::note_silence() {
-  std::unique_lock lock(mutex_);
-  note_silence(lock);
-}
-
-void ConnectionPool::note_silence(std::unique_lock<std::mutex>&) {
-  const auto now = Clock::now();
-  if (!silent_since_) silent_since_ = now;
-  if (now - *silent_since_ >= config_.command_timeout) stalled_ = true;
+  std::lock_guard lock(mutex_);
+  silent_ = true;
 }
 
 void ConnectionPool::note_answer() {
   std::lock_guard lock(mutex_);
-  silent_since_.reset();
-  stalled_ = false;
+  silent_ = false;
 }
 
 bool ConnectionPool::silent() {
   std::lock_guard lock(mutex_);
-  return stalled_ || opening_ || silent_since_.has_value();
+  return opening_ || silent_;
 }
 
 bool ConnectionPool::opening() {
@@ -99,57 +83,48 @@ bool ConnectionPool::opening() {
   return opening_;
 }
 
-bool ConnectionPool::stalled() {
-  std::lock_guard lock(mutex_);
-  return stalled_;
-}
-
 void ConnectionPool::open_renewal() {
-  std::unique_lock lock(mutex_);
-  if (renewal_idle_ || renewal_open_ || opening_) return;
-  // A finished opener is joined here; a running one never is (opening_ above).
-  std::thread finished = std::move(opener_);
-  try {
+  {
+    std::lock_guard lock(mutex_);
+    if (renewal_idle_ || renewal_open_ || opening_) return;
     opening_ = true;
-    opener_ = std::thread([this] {
-      std::string error;
-      const auto started = Clock::now();
-      auto conn = Connection::open(endpoint_, config_, error);
-      {
-        std::lock_guard relock(mutex_);
-        opening_ = false;
-        if (conn) {
-          renewal_idle_ = std::move(conn);
-          renewal_open_ = true;
-        } else {
-          open_error_ = std::move(error);
-        }
-        // Opened, or refused before the connect timeout: the server is not stalled (it
-        // answers, or it is gone and the caller's other paths find where it went).
-        if (conn || Clock::now() - started < config_.connect_timeout) {
-          stalled_ = false;
-          silent_since_.reset();
-        }
-      }
-      opened_.notify_all();
-    });
-  } catch (const std::system_error& e) {
-    opening_ = false;
-    open_error_ =
-        fmt::format("cannot start a thread to connect to {}: {}", to_string(endpoint_), e.what());
   }
-  lock.unlock();
-  if (finished.joinable()) finished.join();
+  const bool started = opener_.start([this] {
+    std::string error;
+    const auto started_at = Clock::now();
+    auto conn = Connection::open(endpoint_, config_, error);
+    {
+      std::lock_guard lock(mutex_);
+      opening_ = false;
+      if (conn) {
+        renewal_idle_ = std::move(conn);
+        renewal_open_ = true;
+      } else {
+        open_error_ = std::move(error);
+      }
+      // Opened, or refused sooner than a stopped server makes an open fail (a connect or
+      // command timeout): the server is not silent. It answers, or it is gone and the
+      // caller's other paths find where it went.
+      const auto timeout = std::min(config_.connect_timeout, config_.command_timeout);
+      if (conn || Clock::now() - started_at < timeout) silent_ = false;
+    }
+    opened_.notify_all();
+  });
+  if (!started) {
+    std::lock_guard lock(mutex_);
+    opening_ = false;
+    open_error_ = fmt::format("cannot start a thread to connect to {}", to_string(endpoint_));
+  }
 }
 
 ConnectionPool::Handle ConnectionPool::take_renewal(Clock::time_point deadline,
                                                     std::string& error) {
   open_renewal();
   std::unique_lock lock(mutex_);
-  if (!stalled_) opened_.wait_until(lock, deadline, [this] { return !opening_; });
+  if (!silent_) opened_.wait_until(lock, deadline, [this] { return !opening_; });
   if (renewal_idle_) return Handle(this, std::move(renewal_idle_), true, Lane::kRenewal);
   if (opening_) {  // at the deadline: the server stays silent
-    note_silence(lock);
+    silent_ = true;
     error =
         fmt::format("{} did not answer a connect within the renewal round", to_string(endpoint_));
   } else if (renewal_open_) {  // on loan: as take() does, a shared one

@@ -9,10 +9,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <optional>
-#include <thread>
 #include <vector>
 
+#include "background_job.hpp"
 #include "redis/connection.hpp"
 
 namespace dlock::internal {
@@ -23,8 +22,8 @@ class ConnectionPool {
   enum class Lane { kShared, kRenewal };
 
   ConnectionPool(Endpoint endpoint, BackendConfig config);
-  /// Waits for a background open (bounded by its connect and command timeouts).
-  ~ConnectionPool();
+  /// Destroying a pool waits for a background open (bounded by its connect and command
+  /// timeouts).
   ConnectionPool(const ConnectionPool&) = delete;
   ConnectionPool& operator=(const ConnectionPool&) = delete;
 
@@ -63,21 +62,20 @@ class ConnectionPool {
   /// servers opens them all at once.
   void open_renewal();
   /// The renewal connection for a round that must not wait past `deadline`: an idle one, or
-  /// the one open_renewal() is opening, waited for until `deadline`. A stalled server (see
-  /// note_silence) is not waited for until a connection to it opens or an open is refused:
-  /// an empty handle comes back at once, with `error` set.
+  /// the one open_renewal() is opening, waited for until `deadline`. A server that left a
+  /// round unanswered (note_silence) is not waited for until a connection to it opens or an
+  /// open is refused: an empty handle comes back at once, with `error` set. So a stopped
+  /// server holds one round, not every round until its open gives up.
   Handle take_renewal(Clock::time_point deadline, std::string& error);
   /// The server left a renewal round unanswered (or a renewal open still ran at the round's
-  /// end). Silent for a whole command_timeout over consecutive rounds, it is stalled.
+  /// end): it is silent until it answers a round or a renewal open finishes.
   void note_silence();
-  /// The server answered a renewal round: not silent, not stalled.
+  /// The server answered a renewal round: not silent.
   void note_answer();
-  /// Whether the server is stalled (note_silence) and no renewal connection to it has opened.
-  [[nodiscard]] bool stalled();
   /// Whether a background open runs (a pool is not dropped then: it would wait for it).
   [[nodiscard]] bool opening();
-  /// Whether the last renewal round found the server silent (stalled or not yet), or a
-  /// background open runs: calls that would wait for it are better not made now.
+  /// Whether the server is silent (note_silence), or a background open runs: calls that
+  /// would wait for it are better not made now.
   [[nodiscard]] bool silent();
 
   /// Runs `call` on a connection. If a reused connection turns out to be dead before it
@@ -91,7 +89,6 @@ class ConnectionPool {
 
  private:
   void give_back(std::unique_ptr<Connection> conn, Lane lane);
-  void note_silence(std::unique_lock<std::mutex>& held);
 
   const Endpoint endpoint_;
   const BackendConfig config_;
@@ -101,12 +98,11 @@ class ConnectionPool {
   int open_ = 0;  // idle plus on loan
   std::unique_ptr<Connection> renewal_idle_;  // the renewal connection, when not on loan
   bool renewal_open_ = false;                 // it exists, idle or on loan
-  bool stalled_ = false;                      // see note_silence()
-  std::optional<Clock::time_point> silent_since_;  // first unanswered round since an answer
+  bool silent_ = false;                       // see note_silence()
   bool opening_ = false;                      // opener_ runs
   std::string open_error_;                    // why the last background open failed
   std::condition_variable opened_;            // opener_ finished
-  std::thread opener_;                        // the background open of a renewal connection
+  BackgroundJob opener_;  // the background open of a renewal connection; declared last
 };
 
 }  // namespace dlock::internal

@@ -1,0 +1,51 @@
+#include "background_job.hpp"
+
+#include <system_error>
+
+#include "log.hpp"
+
+namespace dlock::internal {
+
+BackgroundJob::~BackgroundJob() {
+  std::thread thread;
+  {
+    std::lock_guard lock(mutex_);
+    thread = std::move(thread_);
+  }
+  if (thread.joinable()) thread.join();
+}
+
+bool BackgroundJob::start(std::function<void()> job) {
+  std::thread finished;
+  bool started = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (running_) return false;
+    finished = std::move(thread_);  // done with its job: joined at once below
+    running_ = true;
+    try {
+      thread_ = std::thread([this, job = std::move(job)] {
+        try {
+          job();
+        } catch (...) {
+          log(LogLevel::kError, "a background job failed");
+        }
+        std::lock_guard done(mutex_);
+        running_ = false;
+      });
+      started = true;
+    } catch (const std::system_error& e) {
+      running_ = false;
+      log(LogLevel::kError, "cannot start a background thread: {}", e.what());
+    }
+  }
+  if (finished.joinable()) finished.join();
+  return started;
+}
+
+bool BackgroundJob::running() {
+  std::lock_guard lock(mutex_);
+  return running_;
+}
+
+}  // namespace dlock::internal

@@ -1,0 +1,97 @@
+#include "redis/renewal_round.hpp"
+
+#include <algorithm>
+
+#include "redis/lock_scripts.hpp"
+
+namespace dlock::internal {
+namespace {
+
+// A renewal round waits at least this long, even for a lease cut short by max_hold.
+constexpr Millis kShortestRound{50};
+// A renewal round ends this long before the first validity among its items, for the
+// outcome to reach the watchdog.
+constexpr Millis kOutcomeMargin{25};
+
+}  // namespace
+
+Millis ShortestLease::note(const std::vector<RenewItem>& items, Clock::time_point now) {
+  std::lock_guard lock(mutex_);
+  if (known_ && now - seen_ > shortest_) known_ = false;
+  for (const auto& item : items) add(item.ttl, now);
+  return known_ ? shortest_ : Millis{0};
+}
+
+void ShortestLease::granted(Millis lease, Clock::time_point now) {
+  std::lock_guard lock(mutex_);
+  if (known_ && now - seen_ > shortest_) known_ = false;
+  add(lease, now);
+}
+
+void ShortestLease::add(Millis ttl, Clock::time_point now) {
+  if (!known_ || ttl <= shortest_) {
+    shortest_ = ttl;
+    seen_ = now;
+    known_ = true;
+  }
+}
+
+RoundEnd RoundEnd::of(const std::vector<RenewItem>& items, Millis shortest, Millis command_timeout,
+                      Clock::time_point now) {
+  RoundEnd end{now, Clock::time_point::max()};
+  for (const auto& item : items) {
+    if (item.valid_until != Clock::time_point::max())
+      end.latest = std::min(end.latest, item.valid_until - kOutcomeMargin);
+  }
+  end.deadline =
+      std::min(end.latest, now + std::clamp<Clock::duration>(
+                                     shortest / 3, kShortestRound,
+                                     std::max<Clock::duration>(kShortestRound, command_timeout)));
+  return end;
+}
+
+Clock::time_point RoundEnd::after_takes() const {
+  return std::min(latest, std::max(deadline, Clock::now() + kShortestRound));
+}
+
+void ask_servers(std::vector<FanOutRequest>& requests,
+                 const std::vector<ConnectionPool::Handle>& handles,
+                 const std::vector<std::size_t>& which, Clock::time_point deadline) {
+  if (which.empty()) return;
+  std::vector<FanOutRequest> asked;
+  asked.reserve(which.size());
+  for (std::size_t m : which) {
+    asked.push_back(std::move(requests[m]));
+    asked.back().conn = handles[m] ? &*handles[m] : nullptr;
+  }
+  fan_out(asked, deadline);
+  for (std::size_t k = 0; k < which.size(); ++k) requests[which[k]] = std::move(asked[k]);
+}
+
+bool settle_server(std::vector<RenewItem>& items, const std::vector<std::size_t>& on_server,
+                   const std::vector<Reply>& replies, ConnectionPool& pool, bool unconnected,
+                   std::vector<std::size_t>& unrouted) {
+  const bool timed_out = std::any_of(replies.begin(), replies.end(), [](const Reply& reply) {
+    return reply.status() == Reply::Status::kTimeout;
+  });
+  const bool silent = timed_out || (unconnected && pool.silent());
+  if (silent) {
+    pool.note_silence();
+  } else if (!replies.empty() && replies.front().ok()) {
+    pool.note_answer();
+  }
+  for (std::size_t k = 0; k < on_server.size(); ++k) {
+    const bool answered =
+        k < replies.size() && replies[k].ok() && replies[k].server_error() == ServerError::kNone;
+    if (answered) {
+      items[on_server[k]].outcome = renew_outcome_of(replies[k]);
+    } else if (silent) {
+      items[on_server[k]].outcome = RenewOutcome::kUnavailable;
+    } else {
+      unrouted.push_back(on_server[k]);  // moved, migrating or refused: one by one
+    }
+  }
+  return silent;
+}
+
+}  // namespace dlock::internal
