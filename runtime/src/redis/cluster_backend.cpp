@@ -89,10 +89,13 @@ class ClusterBackend final : public RoutedBackend {
     const LockKeys keys = lock_keys(service_, request.key.str());
     return grant_of(
         routed(key_slot(keys.lock), request.give_up_at, [&](Connection& conn, bool asking) {
-          Reply reply =
-              acquire_call(keys, request, request.lease, conn.server_time_us(request.give_up_at))
-                  .run(conn, asking);
-          if (arrived_too_late(reply)) conn.distrust_clock();
+          const auto send = [&] {
+            return acquire_call(keys, request, request.lease,
+                                conn.server_time_us(request.give_up_at))
+                .run(conn, asking);
+          };
+          Reply reply = send();
+          if (late_by_a_stale_clock(conn, reply, request.give_up_at)) reply = send();
           return reply;
         }));
   }
