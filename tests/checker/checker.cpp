@@ -8,14 +8,16 @@
 // store (fenced_store.hpp), then N worker processes that run critical sections through the
 // woven guard of section.cpp, each recording every hold with its fencing token and
 // CLOCK_MONOTONIC times. For --seconds, faults run one after another (holders stopped past
-// their lease or killed, CLIENT PAUSE, pub/sub connections dropped, and the topology's own:
-// server restarts, servers stopped with SIGSTOP, connections held, delayed or reset by a
-// proxy, Sentinel failovers, slot migrations, Cluster failovers, Redlock instances killed or
-// stopped). With two-backends, a bystander client holds a lease on the lock's backend and one
-// on a second backend that stalls, and the first must stay renewed. Then the faults stop, the workers stop, and a fresh client must get the
-// lock within lease + the liveness bound. The histories and the store's log are checked
-// (analysis.hpp) and a summary printed; exit status 1 on any violation, 2 when the run itself
-// could not be made (a server group that did not start, bad arguments).
+// their lease or killed, CLIENT PAUSE, pub/sub connections dropped, the lock server's clock
+// stepped forward and back while a holder is stopped for less than its lease (single,
+// redlock), and the topology's own: server restarts, servers stopped with SIGSTOP, connections
+// held, delayed or reset by a proxy, Sentinel failovers, slot migrations, Cluster failovers,
+// Redlock instances killed or stopped). With two-backends, a bystander client holds a lease on
+// the lock's backend and one on a second backend that stalls, and the first must stay renewed.
+// Then the faults stop, the workers stop, and a fresh client must get the lock within lease +
+// the liveness bound. The histories and the store's log are checked (analysis.hpp) and a
+// summary printed; exit status 1 on any violation, 2 when the run itself could not be made (a
+// server group that did not start, bad arguments).
 //
 // --broken-lock replaces the lock by a SET without NX (no exclusion at all) and --no-fencing
 // makes the store accept every write: together they must produce violations, which is how the
@@ -359,7 +361,44 @@ class Run {
     return nullptr;
   }
 
+  // A holder stopped inside its section for a quarter to half its lease, shorter than the
+  // lease, while the lock server's wall clock steps forward past the command timeout and past
+  // what the lease has left (by max(lease, 1 s) + 0.5 s, up to twice that): the server expires
+  // the key early, another worker can take the lock, and the holder's write when it resumes
+  // must be refused by fencing. Keys expire by the server's clock: that hazard is Redis's own.
+  // The clock stays ahead for a lease + 0.2 ... 1 s, then steps back by as much; the fault ends
+  // once the clock has caught up with the latest time it showed. (A restart that lost the token
+  // counter within that window would be a second fault: tokens then come from the server's
+  // clock, which must not have stepped back by more than the time since; docs/RUNTIME.md.)
+  std::string step_clock() {
+    RedisServer& server = topology_->clock_server(rng_);
+    const int low_ms = std::max(o_.lease_ms, 1000) + 500;
+    const auto step = std::chrono::milliseconds(uniform(low_ms, 2 * low_ms));
+    const auto ahead = lease_ + std::chrono::milliseconds(uniform(200, 1000));
+    const auto held = std::chrono::milliseconds(uniform(o_.lease_ms / 4, o_.lease_ms / 2));
+    Worker* w = stop_a_holder();
+    const auto stepped = std::chrono::steady_clock::now();
+    try {
+      server.step_clock(step);
+      std::this_thread::sleep_for(held);
+      if (w != nullptr) w->process->signal(SIGCONT);
+      std::this_thread::sleep_until(stepped + ahead);
+      server.step_clock(-step);
+    } catch (...) {
+      if (w != nullptr) w->process->signal(SIGCONT);
+      throw;
+    }
+    std::this_thread::sleep_for(step);
+    const std::string holder =
+        w == nullptr
+            ? std::string("no worker caught inside its section")
+            : fmt::format("worker {} stopped inside its section for {} ms", w->id, held.count());
+    return fmt::format("{}: clock stepped forward {} ms ({}), back after {} ms", server.endpoint(),
+                       step.count(), holder, ahead.count());
+  }
+
   std::string inject(const std::string& kind) {
+    if (kind == "clock-step") return step_clock();
     if (bystander_.client && (kind == "stop-other" || kind == "blackhole-other")) return with_stall(kind);
     if (kind == "pause-holder") {
       Worker* w = stop_a_holder();
@@ -425,6 +464,7 @@ class Run {
 
   void run_faults() {
     std::vector<std::string> kinds{"pause-holder", "kill-holder", "client-pause", "drop-pubsub"};
+    if (topology_->steps_clocks()) kinds.push_back("clock-step");
     if (o_.broken_lock) kinds = {"pause-holder"};  // the lock is not under test then
     for (const auto& k : topology_->fault_kinds()) {
       if (!o_.broken_lock) kinds.push_back(k);

@@ -42,6 +42,13 @@ std::string stop_for_a_while(RedisServer& server, std::chrono::milliseconds leas
   return fmt::format("{} stopped (SIGSTOP) for {} ms", what, stopped.count());
 }
 
+// Servers whose wall clock the clock-step fault steps (checker.cpp).
+dlock::test::RedisServerOptions clock_stepping() {
+  dlock::test::RedisServerOptions options;
+  options.clock_step = true;
+  return options;
+}
+
 // The network faults of a proxy between the clients and one server; every one ends with the
 // proxy forwarding again.
 const std::vector<std::string> kNetworkFaults{"net-blackhole", "net-delay", "net-reset"};
@@ -75,8 +82,9 @@ bool is_network_fault(const std::string& kind) {
 }
 
 // ---------------------------------------------------------------------------------------
-// single: one server, restarted without its data or stopped; the clients reach it through a
-// proxy that can hold, delay or reset their connections.
+// single: one server, restarted without its data, stopped, or its clock stepped (the
+// clock-step fault of checker.cpp); the clients reach it through a proxy that can hold, delay
+// or reset their connections.
 class Single final : public Topology {
  public:
   explicit Single(std::chrono::milliseconds lease) : lease_(lease) {}
@@ -103,6 +111,8 @@ class Single final : public Topology {
     server_.start();
     return "killed and restarted empty";
   }
+  bool steps_clocks() const override { return true; }
+  RedisServer& clock_server(std::mt19937&) override { return server_; }
   Node lock_node(std::mt19937&) override { return node_of(server_); }
   std::vector<Node> pubsub_nodes() override { return {node_of(server_)}; }
   void wait_healthy() override {
@@ -112,7 +122,7 @@ class Single final : public Topology {
   }
 
  private:
-  RedisServer server_;
+  RedisServer server_{clock_stepping()};
   std::unique_ptr<dlock::test::TcpProxy> proxy_;
   std::chrono::milliseconds lease_;
 };
@@ -338,10 +348,11 @@ class Cluster final : public Topology {
 
 // ---------------------------------------------------------------------------------------
 // redlock: 5 independent instances. A killed instance comes back empty only after the lease
-// and its drift allowance have passed (Redlock's delayed restart, docs/TOPOLOGIES.md).
+// and its drift allowance have passed (Redlock's delayed restart, docs/TOPOLOGIES.md); the
+// clock-step fault steps one instance's clock.
 class Redlock final : public Topology {
  public:
-  explicit Redlock(std::chrono::milliseconds lease) : group_(5), lease_(lease) {}
+  explicit Redlock(std::chrono::milliseconds lease) : group_(5, true), lease_(lease) {}
   void start() override {
     group_.start();
     for (std::size_t i = 0; i < group_.size(); ++i) {
@@ -376,6 +387,10 @@ class Redlock final : public Topology {
     std::this_thread::sleep_for(down);
     instance.start();
     return fmt::format("instance {} killed, restarted empty after {} ms", i, down.count());
+  }
+  bool steps_clocks() const override { return true; }
+  RedisServer& clock_server(std::mt19937& rng) override {
+    return group_.instance(pick(rng, group_.size()));
   }
   Node lock_node(std::mt19937& rng) override { return node_of(group_.instance(pick(rng, group_.size()))); }
   std::vector<Node> pubsub_nodes() override {

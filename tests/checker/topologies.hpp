@@ -4,6 +4,7 @@
 #include <chrono>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,13 @@ class Topology {
   /// Runs one fault of a kind from fault_kinds(), including its repair; returns a detail
   /// for the log. Bounded; throws std::runtime_error when the servers do not recover.
   virtual std::string inject(const std::string& kind, std::mt19937& rng) = 0;
+  /// Whether the servers run with RedisServerOptions::clock_step, for the clock-step fault.
+  [[nodiscard]] virtual bool steps_clocks() const { return false; }
+  /// The server whose clock the next clock-step fault steps (steps_clocks() only): the lock's
+  /// server, for Redlock one instance.
+  virtual dlock::test::RedisServer& clock_server(std::mt19937&) {
+    throw std::logic_error("this topology steps no clock");
+  }
   /// The node that holds the lock key now (for CLIENT PAUSE); for Redlock one instance.
   [[nodiscard]] virtual Node lock_node(std::mt19937& rng) = 0;
   /// Every node a client may hold a pub/sub connection to.

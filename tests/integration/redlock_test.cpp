@@ -411,5 +411,37 @@ TEST_F(RedlockStall, ABusyRefusalWithAnInstanceThatDidNotAnswerSaysTheOutcomeIsU
   RedisAdmin(instance(2)).command({"DEL", lock_key("busy-unknown")});
 }
 
+// An instance whose clock stepped forward by more than the per-instance timeout answers the
+// next acquire "arrived too late": the client's estimate of that clock, which maps its
+// deadline to the instance's time, is behind. The connection must measure the clock again,
+// so that later acquires are granted there too; otherwise the instance refuses every acquire
+// until the estimate is renewed anyway (kClockRemeasure, a minute), and the quorum does
+// without it meanwhile.
+TEST(RedlockClock, AnInstanceWhoseClockSteppedForwardGrantsAgainAfterOneLateAnswer) {
+  RedlockGroup group(5, true);
+  group.start();
+  Client client(topology_config(Topology::kRedlock, endpoints_of(group.endpoints())));
+  Lease warm_up = client.try_acquire("warm-up", settings(5s));
+  ASSERT_TRUE(warm_up) << warm_up.error();
+  (void)warm_up.release();
+  group.instance(0).step_clock(5s);
+  RedisAdmin stepped(group.instance(0));
+  int held_there = 0;
+  constexpr int kAcquires = 5;
+  for (int i = 0; i < kAcquires; ++i) {
+    const std::string key = "after-the-step-" + std::to_string(i);
+    Lease lease = client.try_acquire(key, settings(5s));
+    ASSERT_TRUE(lease) << lease.error();
+    held_there += stepped.string({"HGET", internal::lock_keys(unique_service(), key).lock, "owner"})
+                      .has_value();
+    (void)lease.release();
+  }
+  EXPECT_GE(held_there, kAcquires - 1) << "the stepped instance kept refusing acquires";
+  std::printf(
+      "[ measure ] redlock, instance 0 of 5 stepped +5000 ms: it held %d of the %d locks "
+      "acquired next\n",
+      held_there, kAcquires);
+}
+
 }  // namespace
 }  // namespace dlock::test

@@ -568,7 +568,8 @@ TEST(LostReply, ABusyAnswerAfterALostReplyCleansUpTheFirstAttempt) {
 
 // The client maps its deadline to the server's clock with an offset measured on connect. A
 // server clock that steps forward (ntp, a restored VM) must not leave every later acquire
-// on that connection "too late".
+// on that connection "too late", nor refuse the first one: its "too late" answer came back in
+// time, so the connection measures the clock again and sends it once more.
 TEST(ServerClock, AnAcquireAfterTheServerClockSteppedForwardSucceedsAgain) {
   std::atomic<std::int64_t> step_us{0};
   FakeRedis server(redis_like("7.0.15", [&] { return wall_us() + step_us.load(); }));
@@ -583,7 +584,112 @@ TEST(ServerClock, AnAcquireAfterTheServerClockSteppedForwardSucceedsAgain) {
     if (!granted) ++refused;
   }
   EXPECT_TRUE(granted) << "every acquire after the step was answered too late";
-  EXPECT_LE(refused, 1);
+  EXPECT_EQ(refused, 0);
+}
+
+// A real redis-server whose wall clock steps (RedisServerOptions::clock_step), on one client.
+class RealServerClock : public ::testing::Test {
+ protected:
+  static RedisServerOptions stepping() {
+    RedisServerOptions options;
+    options.clock_step = true;
+    return options;
+  }
+  void SetUp() override { server.start(); }
+
+  // Steps the server's clock, then acquires (waiting up to 2 s) and releases `key` until a
+  // grant, at most 5 times: how many acquires were refused, and when the grant came.
+  struct AfterStep {
+    int refused = 0;
+    long long granted_after_ms = -1;
+    std::uint64_t token = 0;
+    std::string first_error;
+  };
+  AfterStep step_and_acquire(Client& client, std::chrono::milliseconds step, const Key& key) {
+    server.step_clock(step);
+    const auto stepped = Clock::now();
+    AfterStep out;
+    for (int attempt = 0; attempt < 5 && out.token == 0; ++attempt) {
+      Lease lease = client.acquire(key, settings(5s, 2s));
+      if (!lease) {
+        if (out.refused++ == 0) out.first_error = lease.error();
+        continue;
+      }
+      out.granted_after_ms = elapsed_ms(stepped);
+      out.token = lease.token();
+      EXPECT_EQ(lease.release(), ReleaseStatus::kReleased);
+    }
+    return out;
+  }
+
+  RedisServer server{stepping()};
+};
+
+// The server's clock steps forward by more than the command timeout, then back by more. The
+// client maps its deadline to the server's clock with an offset measured per connection: after
+// the forward step the next acquire arrives "too late" by the server's clock although its
+// reply came in time, so the estimate, not the request, was late: the connection measures
+// the clock again and the acquire is sent once more, rather than refused as unavailable. A
+// step back makes no acquire late. Tokens are max(counter + 1, server time in us): they jump
+// with the forward step and continue from the counter after the step back, never going back.
+TEST_F(RealServerClock, AcquiresKeepSucceedingAndTokensKeepGrowingAcrossServerClockSteps) {
+  Config config = single_node_config(server);  // command_timeout 500 ms
+  Client client(config);
+  const Key key("stepped");
+  std::vector<std::uint64_t> tokens;
+  const auto acquire_and_release = [&] {
+    Lease lease = client.try_acquire(key, settings(5s));
+    ASSERT_TRUE(lease) << lease.error();
+    tokens.push_back(lease.token());
+    (void)lease.release();
+  };
+  for (int i = 0; i < 3; ++i) acquire_and_release();
+
+  const auto wall_us = [] {
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(now).count());
+  };
+  const std::uint64_t before_forward_us = wall_us();
+  const AfterStep forward = step_and_acquire(client, 3s, key);
+  ASSERT_NE(forward.token, 0u) << "no grant in 5 acquires after the forward step: "
+                               << forward.first_error;
+  EXPECT_EQ(forward.refused, 0) << forward.first_error;
+  EXPECT_GE(forward.token, before_forward_us + 3'000'000) << "the token ignores the stepped clock";
+  tokens.push_back(forward.token);
+
+  const AfterStep back = step_and_acquire(client, -6s, key);
+  ASSERT_NE(back.token, 0u) << "no grant in 5 acquires after the step back: " << back.first_error;
+  EXPECT_EQ(back.refused, 0) << back.first_error;
+  EXPECT_EQ(back.token, forward.token + 1) << "after the step back the counter, not the clock";
+  tokens.push_back(back.token);
+  for (int i = 0; i < 3; ++i) acquire_and_release();
+  for (std::size_t i = 1; i < tokens.size(); ++i) {
+    EXPECT_GT(tokens[i], tokens[i - 1]) << "token " << i << " went back";
+  }
+  std::printf(
+      "[ measure ] real server clock, command_timeout 500 ms: stepped +3000 ms: %d "
+      "acquire(s) refused, granted %lld ms after the step; stepped -6000 ms: %d refused, "
+      "granted after %lld ms\n",
+      forward.refused, forward.granted_after_ms, back.refused, back.granted_after_ms);
+}
+
+// A forward step larger than the time left on a lease expires its key early on the server
+// (Redis keeps absolute expiry times): another client gets the lock while the holder still
+// believes it holds it. The holder's next renewal finds the key gone and reports the lease
+// lost, and the new holder's token is above the old one, so a fenced resource refuses the
+// old holder's writes.
+TEST_F(RealServerClock, ALeaseWhoseKeyExpiredInAForwardStepIsReportedLostAndOutranked) {
+  Client holder_client(single_node_config(server));
+  Client other_client(single_node_config(server));
+  Lease held = holder_client.acquire("expires-early", settings(3s));
+  ASSERT_TRUE(held) << held.error();
+  server.step_clock(4s);
+  Lease next = other_client.acquire("expires-early", settings(3s, 2s));
+  ASSERT_TRUE(next) << "the key did not expire with the step: " << next.error();
+  EXPECT_GT(next.token(), held.token());
+  EXPECT_TRUE(wait_until([&] { return held.lost(); }, 3s))
+      << "the holder's renewals did not notice the key gone";
 }
 
 TEST_F(SingleNode, AUserNotAllowedToRunInfoCanStillLock) {

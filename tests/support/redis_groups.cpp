@@ -395,10 +395,11 @@ void RedisClusterGroup::failover(std::size_t replica, milliseconds timeout) {
 // ---------------------------------------------------------------------------------------------
 // RedlockGroup.
 
-RedlockGroup::RedlockGroup(std::size_t instances) {
+RedlockGroup::RedlockGroup(std::size_t instances, bool clock_step) {
   for (std::size_t i = 0; i < instances; ++i) {
     RedisServerOptions o;
     o.name = fmt::format("redlock{}", i);
+    o.clock_step = clock_step;
     instances_.emplace_back(o);
   }
 }

@@ -118,10 +118,11 @@ class RedisClusterGroup {
   std::vector<RedisServer> nodes_;
 };
 
-/// Independent Redis instances for Redlock.
+/// Independent Redis instances for Redlock; with `clock_step`, each runs with
+/// RedisServerOptions::clock_step (RedisServer::step_clock).
 class RedlockGroup {
  public:
-  explicit RedlockGroup(std::size_t instances);
+  explicit RedlockGroup(std::size_t instances, bool clock_step = false);
   void start();
   [[nodiscard]] RedisServer& instance(std::size_t i) { return instances_.at(i); }
   [[nodiscard]] std::size_t size() const { return instances_.size(); }

@@ -8,6 +8,9 @@
 //   server.pause();                            // SIGSTOP: the server stops answering
 //   server.resume();
 //   server.restart_empty();                    // same port, empty dataset
+//   // With Options::clock_step: the server's wall clock (TIME, key expiry) steps; its
+//   // monotonic clock does not, as with an ntp step.
+//   server.step_clock(std::chrono::seconds(3));  // returns once TIME shows it
 //
 //   dlock::test::ChildProcess worker({"/path/to/worker", "--id", "1"});
 //   auto line = worker.read_line(std::chrono::seconds(5));   // std::nullopt on timeout
@@ -92,6 +95,10 @@ struct RedisServerOptions {
   std::string name = "redis";
   /// Program to run instead of the one found at configure time.
   std::string program;
+  /// Run under the clock-step preload (clock_step_preload.c), so that step_clock() can move
+  /// the server's wall clock: TIME, redis.call('TIME') and key expiry follow it, the
+  /// monotonic clock does not.
+  bool clock_step = false;
   /// Bound on the wait until PING answers after a start.
   std::chrono::milliseconds start_timeout = std::chrono::seconds(5);
   /// Bound on the graceful shutdown after SIGTERM; SIGKILL follows.
@@ -132,6 +139,15 @@ class RedisServer {
   void resume();
   /// kill(), delete everything in the directory, write a fresh config, start on the same port.
   void restart_empty();
+
+  /// Options::clock_step: steps the server's wall clock by `by` (negative: back) and waits,
+  /// bounded by 2 s, until TIME reports the real time plus the sum of the steps so far.
+  /// The offset is kept across restarts, as a machine's clock would be. Throws
+  /// std::logic_error without Options::clock_step or when not running, std::runtime_error
+  /// when TIME does not show the step.
+  void step_clock(std::chrono::milliseconds by);
+  /// The sum of the steps so far (0 without Options::clock_step).
+  [[nodiscard]] std::chrono::milliseconds clock_offset() const;
 
   /// Whether the process is alive (reaps it and returns false if it has exited).
   [[nodiscard]] bool running();

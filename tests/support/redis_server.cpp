@@ -3,10 +3,13 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <fstream>
 #include <thread>
 #include <utility>
@@ -24,6 +27,9 @@
 #endif
 #ifndef DLOCK_REDIS_CLI
 #define DLOCK_REDIS_CLI "redis-cli"
+#endif
+#ifndef DLOCK_CLOCK_STEP_LIBRARY
+#define DLOCK_CLOCK_STEP_LIBRARY ""
 #endif
 
 namespace dlock::test {
@@ -96,6 +102,8 @@ struct RedisServer::Impl {
   bool port_owned = false;  // the server has run on `port`: restarts keep it
   pid_t pid = -1;
   bool paused = false;
+  milliseconds clock_offset{0};
+  std::int64_t* clock_map = nullptr;  // the offset file, mapped (Options::clock_step)
 
   enum class Outcome { ready, port_taken, failed };
 
@@ -103,6 +111,7 @@ struct RedisServer::Impl {
   [[nodiscard]] fs::path config_file() const { return dir / "redis.conf"; }
   [[nodiscard]] fs::path log_file() const { return dir / "redis.log"; }
   [[nodiscard]] fs::path output_file() const { return dir / "output.log"; }
+  [[nodiscard]] fs::path clock_file() const { return dir / "clock-offset"; }
 
   [[nodiscard]] std::string program() const {
     if (!options.program.empty()) return options.program;
@@ -182,6 +191,74 @@ struct RedisServer::Impl {
     return false;
   }
 
+  // The file the preload maps its offset from (clock_step_preload.c), holding the current
+  // offset; made again when restart_empty() removed it.
+  void prepare_clock_file() {
+    if (!options.clock_step || (clock_map != nullptr && fs::exists(clock_file()))) return;
+    unmap_clock();
+    UniqueFd fd(::open(clock_file().c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+    if (fd.get() < 0) throw_errno(fmt::format("open {}", clock_file().string()));
+    if (::ftruncate(fd.get(), sizeof(std::int64_t)) != 0) throw_errno("ftruncate clock file");
+    void* map =
+        ::mmap(nullptr, sizeof(std::int64_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+    if (map == MAP_FAILED) throw_errno("mmap clock file");
+    clock_map = static_cast<std::int64_t*>(map);
+    store_clock_offset();
+  }
+
+  void store_clock_offset() const {
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(clock_offset);
+    std::atomic_ref<std::int64_t>(*clock_map).store(ns.count(), std::memory_order_release);
+  }
+
+  void unmap_clock() noexcept {
+    if (clock_map != nullptr) ::munmap(clock_map, sizeof(std::int64_t));
+    clock_map = nullptr;
+  }
+
+  [[nodiscard]] std::vector<std::string> clock_env() const {
+    if (!options.clock_step) return {};
+    const fs::path library = DLOCK_CLOCK_STEP_LIBRARY;
+    if (library.empty() || !fs::exists(library)) {
+      throw std::runtime_error(fmt::format("{}: the clock-step preload '{}' was not built",
+                                           describe(), library.string()));
+    }
+    return {"LD_PRELOAD=" + library.string(), "DLOCK_CLOCK_STEP_FILE=" + clock_file().string()};
+  }
+
+  // Bounded: until a TIME read between two readings of the local wall clock lies between
+  // them, both moved by the offset (the server reads the same kernel clock as this process).
+  void await_clock() const {
+    RedisAdmin admin(kHost, port, milliseconds(500));
+    if (!options.password.empty()) admin.set_auth("", options.password);
+    using std::chrono::system_clock;
+    const auto slack = milliseconds(2);
+    std::string last = "no answer";
+    const bool shown = wait_until(
+        [&] {
+          const auto before = system_clock::now() + clock_offset - slack;
+          std::vector<std::string> time;
+          try {
+            time = admin.array({"TIME"});
+          } catch (const std::exception& error) {
+            last = error.what();
+            return false;
+          }
+          const auto after = system_clock::now() + clock_offset + slack;
+          if (time.size() != 2) return false;
+          const system_clock::time_point server{std::chrono::seconds(std::stoll(time[0])) +
+                                                std::chrono::microseconds(std::stoll(time[1]))};
+          last = fmt::format("TIME {}.{:0>6}", time[0], time[1]);
+          return before <= server && server <= after;
+        },
+        std::chrono::seconds(2), milliseconds(10));
+    if (!shown) {
+      throw std::runtime_error(
+          fmt::format("{}: the clock did not show a step to {} ms within 2 s ({})", describe(),
+                      clock_offset.count(), last));
+    }
+  }
+
   Outcome launch(std::string& failure) {
     const auto log_offset = file_size_or_zero(log_file());
     const auto output_offset = file_size_or_zero(output_file());
@@ -191,7 +268,8 @@ struct RedisServer::Impl {
     if (sentinel() && program().find("redis-sentinel") == std::string::npos) {
       argv.emplace_back("--sentinel");
     }
-    pid = spawn({argv, {}, output.get(), output.get()});
+    prepare_clock_file();
+    pid = spawn({argv, clock_env(), output.get(), output.get()});
     output.reset();
 
     const auto deadline = Clock::now() + options.start_timeout;
@@ -303,6 +381,7 @@ struct RedisServer::Impl {
 
   ~Impl() {
     stop();
+    unmap_clock();
     if (!dir.empty() && !options.keep_dir && !env_flag("DLOCK_TEST_KEEP_DIRS")) {
       std::error_code ignored;
       fs::remove_all(dir, ignored);
@@ -343,6 +422,19 @@ void RedisServer::restart_empty() {
   }
   impl_->start();
 }
+
+void RedisServer::step_clock(std::chrono::milliseconds by) {
+  if (!impl_->options.clock_step) {
+    throw std::logic_error(impl_->describe() + ": step_clock needs Options::clock_step");
+  }
+  impl_->require_running("step_clock");
+  if (impl_->paused) throw std::logic_error(impl_->describe() + ": step_clock while paused");
+  impl_->clock_offset += by;
+  impl_->store_clock_offset();
+  impl_->await_clock();
+}
+
+std::chrono::milliseconds RedisServer::clock_offset() const { return impl_->clock_offset; }
 
 bool RedisServer::running() { return impl_->check_running(); }
 bool RedisServer::paused() const { return impl_->paused; }

@@ -6,8 +6,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -96,6 +98,52 @@ TEST(RedisServerTest, RestartEmptyKeepsThePortAndDropsTheData) {
   EXPECT_FALSE(process_exists(old_pid));
   EXPECT_EQ(admin.integer({"DBSIZE"}), 0);  // the admin reconnects by itself
   EXPECT_EQ(admin.string({"GET", "key"}), std::nullopt);
+}
+
+// Options::clock_step: the time the server reads moves with step_clock, forward and back,
+// keys expire by it, and the offset survives a restart, as a machine's clock would.
+TEST(RedisServerTest, AClockStepMovesTimeScriptTimeAndKeyExpiry) {
+  RedisServerOptions options;
+  options.clock_step = true;
+  RedisServer server(options);
+  server.start();
+  RedisAdmin admin(server);
+  const auto server_s = [&](const std::vector<std::string>& argv) {
+    return std::stoll(admin.array(argv).at(0));
+  };
+  const auto real_s = [] {
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    return static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(now).count());
+  };
+  const std::vector<std::string> script_time{"EVAL", "return redis.call('TIME')", "0"};
+  EXPECT_NEAR(server_s({"TIME"}), real_s(), 1);
+  ASSERT_TRUE(admin.ok({"SET", "short", "v", "PX", "5000"}));
+  ASSERT_TRUE(admin.ok({"SET", "long", "v", "PX", "60000"}));
+
+  server.step_clock(10s);
+  EXPECT_EQ(server.clock_offset(), 10s);
+  EXPECT_NEAR(server_s({"TIME"}), real_s() + 10, 1);
+  EXPECT_NEAR(server_s(script_time), real_s() + 10, 1);
+  EXPECT_EQ(admin.string({"GET", "short"}), std::nullopt)
+      << "past its expiry on the server's clock";
+  const long long stepped_ttl = admin.integer({"PTTL", "long"});
+  EXPECT_GT(stepped_ttl, 45'000);
+  EXPECT_LE(stepped_ttl, 50'000);
+
+  server.step_clock(-15s);
+  EXPECT_NEAR(server_s({"TIME"}), real_s() - 5, 1);
+  EXPECT_NEAR(server_s(script_time), real_s() - 5, 1);
+  EXPECT_GT(admin.integer({"PTTL", "long"}), 60'000) << "a step back makes a key live longer";
+
+  server.restart_empty();
+  EXPECT_EQ(server.clock_offset(), -5s);
+  EXPECT_NEAR(server_s({"TIME"}), real_s() - 5, 1);
+}
+
+TEST(RedisServerTest, StepClockNeedsTheClockStepOption) {
+  RedisServer server;
+  server.start();
+  EXPECT_THROW(server.step_clock(1s), std::logic_error);
 }
 
 TEST(RedisServerTest, PausedServerTimesOutAndResumedServerAnswers) {

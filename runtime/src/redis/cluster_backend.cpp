@@ -45,10 +45,13 @@ class ClusterBackend final : public RoutedBackend {
     shortest_.granted(request.lease, Clock::now());
     return grant_of(
         routed(key_slot(keys.lock), request.give_up_at, [&](Connection& conn, bool asking) {
-          Reply reply =
-              acquire_call(keys, request, request.lease, conn.server_time_us(request.give_up_at))
-                  .run(conn, asking);
-          if (arrived_too_late(reply)) conn.distrust_clock();
+          const auto send = [&] {
+            return acquire_call(keys, request, request.lease,
+                                conn.server_time_us(request.give_up_at))
+                .run(conn, asking);
+          };
+          Reply reply = send();
+          if (late_by_a_stale_clock(conn, reply, request.give_up_at)) reply = send();
           return reply;
         }));
   }

@@ -78,6 +78,12 @@ bool arrived_too_late(const Reply& reply) {
   return answered(reply) && ReplyView(reply)[0].integer() == -1;
 }
 
+bool late_by_a_stale_clock(Connection& conn, const Reply& reply, Clock::time_point give_up_at) {
+  if (!arrived_too_late(reply)) return false;
+  conn.distrust_clock();
+  return Clock::now() < give_up_at;
+}
+
 RenewOutcome renew_outcome_of(const Reply& reply) {
   if (!reply.ok() || !reply.is_integer()) return RenewOutcome::kUnavailable;
   switch (reply.integer()) {

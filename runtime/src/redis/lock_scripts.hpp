@@ -35,6 +35,12 @@ inline constexpr Millis kFenceLifetime{7LL * 24 * 3600 * 1000};
 /// The reply to acquire_call() says the request reached the server after its not-after
 /// time. Besides a slow request, that is what a stale server-clock estimate looks like.
 [[nodiscard]] bool arrived_too_late(const Reply& reply);
+/// After a reply to acquire_call() on `conn`: if it arrived too late, the connection measures
+/// the server's clock again before its next not-after time. Returns true when that reply came
+/// back before `give_up_at` all the same: the request was in time and the estimate was behind
+/// (the server's clock stepped forward), so the call is worth sending once more.
+[[nodiscard]] bool late_by_a_stale_clock(Connection& conn, const Reply& reply,
+                                         Clock::time_point give_up_at);
 [[nodiscard]] RenewOutcome renew_outcome_of(const Reply& reply);
 [[nodiscard]] ReleaseOutcome release_outcome_of(const Reply& reply);
 

@@ -48,10 +48,13 @@ class MasterBackend final : public RoutedBackend {
     bool replicas_missing = false;
     const Reply last = on_master(request.give_up_at, [&](Connection& conn) {
       replicas_missing = false;
-      ScriptCall acquire = acquire_call(keys, request, request.lease,
-                                        conn.server_time_us(request.give_up_at));
-      std::vector<Reply> replies = run_pipeline(conn, {&acquire}, wait_command());
-      if (arrived_too_late(replies[0])) conn.distrust_clock();
+      const auto send = [&] {
+        const ScriptCall acquire =
+            acquire_call(keys, request, request.lease, conn.server_time_us(request.give_up_at));
+        return run_pipeline(conn, {&acquire}, wait_command());
+      };
+      std::vector<Reply> replies = send();
+      if (late_by_a_stale_clock(conn, replies[0], request.give_up_at)) replies = send();
       if (config_.wait_replicas == 0 || grant_of(replies[0]).kind != GrantReply::Kind::kAcquired) {
         return std::move(replies[0]);
       }

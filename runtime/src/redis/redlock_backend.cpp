@@ -85,6 +85,12 @@ class RedlockBackend final : public Backend {
           }
           return granted >= quorum_->quorum();
         });
+    // "Too late" from an instance: its clock may have stepped since it was measured.
+    for (std::size_t i = 0; i < quorum_->size(); ++i) {
+      if (round.handles[i] && arrived_too_late(round.reply(i, 0))) {
+        round.handles[i]->distrust_clock();
+      }
+    }
     const GrantTally tally = tally_grants(round);
     const auto elapsed = Clock::now() - start;
     if (tally.granted >= quorum_->quorum() && elapsed < request.lease) {
