@@ -1,5 +1,7 @@
 #include "background_job.hpp"
 
+#include <pthread.h>
+
 #include <system_error>
 
 #include "log.hpp"
@@ -15,28 +17,33 @@ BackgroundJob::~BackgroundJob() {
   if (thread.joinable()) thread.join();
 }
 
-bool BackgroundJob::start(std::function<void()> job) {
+bool BackgroundJob::start(std::function<void()> job, Previous previous) {
   std::thread finished;
   bool started = false;
   {
-    std::lock_guard lock(mutex_);
-    if (running_) return false;
+    std::unique_lock lock(mutex_);
+    if (running_ && previous == Previous::kSkip) return false;
+    ended_.wait(lock, [this] { return !running_; });
     finished = std::move(thread_);  // done with its job: joined at once below
     running_ = true;
     try {
       thread_ = std::thread([this, job = std::move(job)] {
+        ::pthread_setname_np(::pthread_self(), name_);
         try {
           job();
         } catch (...) {
-          log(LogLevel::kError, "a background job failed");
+          log(LogLevel::kError, "a background job ({}) failed", name_);
         }
-        std::lock_guard done(mutex_);
-        running_ = false;
+        {
+          std::lock_guard done(mutex_);
+          running_ = false;
+        }
+        ended_.notify_all();
       });
       started = true;
     } catch (const std::system_error& e) {
       running_ = false;
-      log(LogLevel::kError, "cannot start a background thread: {}", e.what());
+      log(LogLevel::kError, "cannot start a background thread ({}): {}", name_, e.what());
     }
   }
   if (finished.joinable()) finished.join();

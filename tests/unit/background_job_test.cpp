@@ -34,7 +34,7 @@ struct Gate {
 };
 
 TEST(BackgroundJob, ASecondJobIsRefusedWhileTheFirstRunsAndStartsOnceItEnded) {
-  BackgroundJob job;
+  BackgroundJob job{"dlock-test"};
   Gate gate;
   std::atomic<int> runs{0};
   ASSERT_TRUE(job.start([&] {
@@ -50,10 +50,24 @@ TEST(BackgroundJob, ASecondJobIsRefusedWhileTheFirstRunsAndStartsOnceItEnded) {
   EXPECT_TRUE(job.start([&] { ++runs; }));
 }
 
+// The pool's opener: a job that has done its work but not yet returned is waited for, not
+// taken for a thread that could not be started.
+TEST(BackgroundJob, WaitingForThePreviousJobStartsTheNextOnceItEnds) {
+  BackgroundJob job{"dlock-test"};
+  std::atomic<int> runs{0};
+  ASSERT_TRUE(job.start([&] {
+    std::this_thread::sleep_for(30ms);
+    ++runs;
+  }));
+  EXPECT_TRUE(job.start([&] { ++runs; }, BackgroundJob::Previous::kWait));
+  for (int i = 0; i < 500 && job.running(); ++i) std::this_thread::sleep_for(2ms);
+  EXPECT_EQ(runs.load(), 2);
+}
+
 TEST(BackgroundJob, DestructionWaitsForTheRunningJob) {
   std::atomic<bool> finished{false};
   {
-    BackgroundJob job;
+    BackgroundJob job{"dlock-test"};
     ASSERT_TRUE(job.start([&] {
       std::this_thread::sleep_for(50ms);
       finished = true;
@@ -63,7 +77,7 @@ TEST(BackgroundJob, DestructionWaitsForTheRunningJob) {
 }
 
 TEST(BackgroundJob, AJobThatThrowsLeavesRoomForTheNext) {
-  BackgroundJob job;
+  BackgroundJob job{"dlock-test"};
   ASSERT_TRUE(job.start([] { throw std::runtime_error("boom"); }));
   for (int i = 0; i < 500 && job.running(); ++i) std::this_thread::sleep_for(2ms);
   ASSERT_FALSE(job.running());

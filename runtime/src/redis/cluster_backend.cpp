@@ -136,7 +136,7 @@ class ClusterBackend final : public RoutedBackend {
     ask_servers(requests, handles, in_hand, end.deadline);
     for (std::size_t m : opening) {
       std::string error;
-      handles[m] = pools[m]->take_renewal(end.deadline, error);
+      handles[m] = pools[m]->take_renewal(end.takes_until(), error);
     }
     ask_servers(requests, handles, opening, end.after_takes());
     std::optional<Endpoint> answering;
@@ -157,10 +157,14 @@ class ClusterBackend final : public RoutedBackend {
     // answered, else from any node not silent), so that its leases follow the new master
     // next round. Not on this thread: a node stopped since it last answered, and not asked
     // in this round, would hold the next round for a command timeout.
-    if (any_silent) {
-      refresher_.start(
-          [this, answering] { refresh(Clock::now() + config_.command_timeout, answering, false); });
-    }
+    if (any_silent) refresh_in_background(answering);
+  }
+
+  // Reads the slot map (refresh(), skipping silent nodes) on a thread of its own, unless one
+  // such read runs already.
+  void refresh_in_background(std::optional<Endpoint> first) {
+    refresher_.start(
+        [this, first] { refresh(Clock::now() + config_.command_timeout, first, false); });
   }
 
   // SCAN on every master of the slot map.
@@ -210,7 +214,7 @@ class ClusterBackend final : public RoutedBackend {
         continue;
       }
       const Endpoint here = *target;
-      Reply reply = pool_for(here)->run([&](Connection& conn) { return call(conn, asking); });
+      Reply reply = run_on(here, call, asking);
       reply.follow(earlier);
       asking = false;
       if (reply.status() == Reply::Status::kTimeout) return reply;  // may have been applied
@@ -247,6 +251,20 @@ class ClusterBackend final : public RoutedBackend {
       }
       earlier = std::move(reply);
     }
+  }
+
+  // `call` on `node`. After a timeout, the node may be stopped, and failed over meanwhile:
+  // it is noted silent and the slot map is read again in the background, without it, so
+  // that later calls follow the new master (a renewal round may never ask that node).
+  template <typename Call>
+  Reply run_on(const Endpoint& node, const Call& call, bool asking) {
+    const auto pool = pool_for(node);
+    Reply reply = pool->run([&](Connection& conn) { return call(conn, asking); });
+    if (reply.status() == Reply::Status::kTimeout) {
+      pool->note_silence();
+      refresh_in_background(std::nullopt);
+    }
+    return reply;
   }
 
   std::shared_ptr<const SlotMap> slot_map(Clock::time_point deadline) {
@@ -361,10 +379,11 @@ class ClusterBackend final : public RoutedBackend {
     std::lock_guard lock(pools_mutex_);
     for (auto it = pools_.begin(); it != pools_.end();) {
       // A pool whose renewal connection is being opened is kept until a later refresh:
-      // dropping it would wait for the open.
-      const bool kept = it->second->opening() ||
-                        std::any_of(known.begin(), known.end(),
-                                    [&](const Endpoint& e) { return to_string(e) == it->first; });
+      // dropping it would wait for the open. A dropped one opens none any more, even for a
+      // renewal round that still holds it.
+      const bool kept = std::any_of(known.begin(), known.end(),
+                                    [&](const Endpoint& e) { return to_string(e) == it->first; }) ||
+                        !it->second->retire_unless_opening();
       if (kept) {
         ++it;
       } else {
@@ -374,7 +393,7 @@ class ClusterBackend final : public RoutedBackend {
     }
   }
 
-  // Whether renewals found `node` stalled or are still opening a connection to it.
+  // Whether renewals found `node` silent or are still opening a connection to it.
   bool silent(const Endpoint& node) {
     std::shared_ptr<ConnectionPool> pool;
     {
@@ -427,7 +446,8 @@ class ClusterBackend final : public RoutedBackend {
   std::mutex feed_mutex_;
   std::unique_ptr<ReleaseFeed> feed_;
 
-  BackgroundJob refresher_;  // slot-map reads for renewal rounds; declared last (see its header)
+  // Slot-map reads after silent renewal rounds; declared last (see its header).
+  BackgroundJob refresher_{"dlock-slots"};
 };
 
 }  // namespace

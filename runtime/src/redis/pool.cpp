@@ -78,38 +78,43 @@ bool ConnectionPool::silent() {
   return opening_ || silent_;
 }
 
-bool ConnectionPool::opening() {
+bool ConnectionPool::retire_unless_opening() {
   std::lock_guard lock(mutex_);
-  return opening_;
+  if (opening_) return false;
+  retired_ = true;
+  return true;
 }
 
 void ConnectionPool::open_renewal() {
   {
     std::lock_guard lock(mutex_);
-    if (renewal_idle_ || renewal_open_ || opening_) return;
+    if (renewal_idle_ || renewal_open_ || opening_ || retired_) return;
     opening_ = true;
   }
-  const bool started = opener_.start([this] {
-    std::string error;
-    const auto started_at = Clock::now();
-    auto conn = Connection::open(endpoint_, config_, error);
-    {
-      std::lock_guard lock(mutex_);
-      opening_ = false;
-      if (conn) {
-        renewal_idle_ = std::move(conn);
-        renewal_open_ = true;
-      } else {
-        open_error_ = std::move(error);
-      }
-      // Opened, or refused sooner than a stopped server makes an open fail (a connect or
-      // command timeout): the server is not silent. It answers, or it is gone and the
-      // caller's other paths find where it went.
-      const auto timeout = std::min(config_.connect_timeout, config_.command_timeout);
-      if (conn || Clock::now() - started_at < timeout) silent_ = false;
-    }
-    opened_.notify_all();
-  });
+  // A previous open still running has passed `opening_ = false`, its last step: waited for.
+  const bool started = opener_.start(
+      [this] {
+        std::string error;
+        const auto started_at = Clock::now();
+        auto conn = Connection::open(endpoint_, config_, error);
+        {
+          std::lock_guard lock(mutex_);
+          opening_ = false;
+          if (conn) {
+            renewal_idle_ = std::move(conn);
+            renewal_open_ = true;
+          } else {
+            open_error_ = std::move(error);
+          }
+          // Opened, or refused sooner than a stopped server makes an open fail (a connect or
+          // command timeout): the server is not silent. It answers, or it is gone and the
+          // caller's other paths find where it went.
+          const auto timeout = std::min(config_.connect_timeout, config_.command_timeout);
+          if (conn || Clock::now() - started_at < timeout) silent_ = false;
+        }
+        opened_.notify_all();
+      },
+      BackgroundJob::Previous::kWait);
   if (!started) {
     std::lock_guard lock(mutex_);
     opening_ = false;

@@ -72,8 +72,10 @@ class ConnectionPool {
   void note_silence();
   /// The server answered a renewal round: not silent.
   void note_answer();
-  /// Whether a background open runs (a pool is not dropped then: it would wait for it).
-  [[nodiscard]] bool opening();
+  /// Unless a background open runs, marks the pool as about to be dropped: open_renewal()
+  /// starts none from now on, so that whoever holds the last reference never waits for
+  /// one. Returns whether it did.
+  [[nodiscard]] bool retire_unless_opening();
   /// Whether the server is silent (note_silence), or a background open runs: calls that
   /// would wait for it are better not made now.
   [[nodiscard]] bool silent();
@@ -100,9 +102,11 @@ class ConnectionPool {
   bool renewal_open_ = false;                 // it exists, idle or on loan
   bool silent_ = false;                       // see note_silence()
   bool opening_ = false;                      // opener_ runs
+  bool retired_ = false;                      // see retire_unless_opening()
   std::string open_error_;                    // why the last background open failed
   std::condition_variable opened_;            // opener_ finished
-  BackgroundJob opener_;  // the background open of a renewal connection; declared last
+  // The background open of a renewal connection; declared last (see its header).
+  BackgroundJob opener_{"dlock-connect"};
 };
 
 }  // namespace dlock::internal

@@ -38,10 +38,13 @@ void ShortestLease::add(Millis ttl, Clock::time_point now) {
 
 RoundEnd RoundEnd::of(const std::vector<RenewItem>& items, Millis shortest, Millis command_timeout,
                       Clock::time_point now) {
+  // An item with less than the shortest round left cannot be helped by cutting the round
+  // shorter still, and does not cut it for the others: every server gets that long.
   RoundEnd end{now, Clock::time_point::max()};
   for (const auto& item : items) {
-    if (item.valid_until != Clock::time_point::max())
-      end.latest = std::min(end.latest, item.valid_until - kOutcomeMargin);
+    if (item.valid_until == Clock::time_point::max()) continue;
+    const auto until = item.valid_until - kOutcomeMargin;
+    if (until >= now + kShortestRound) end.latest = std::min(end.latest, until);
   }
   end.deadline =
       std::min(end.latest, now + std::clamp<Clock::duration>(
@@ -50,8 +53,13 @@ RoundEnd RoundEnd::of(const std::vector<RenewItem>& items, Millis shortest, Mill
   return end;
 }
 
+Clock::time_point RoundEnd::takes_until() const {
+  return std::min(deadline, latest - kShortestRound);
+}
+
 Clock::time_point RoundEnd::after_takes() const {
-  return std::min(latest, std::max(deadline, Clock::now() + kShortestRound));
+  const auto now = Clock::now();
+  return std::max(now + kShortestRound, std::min(latest, std::max(deadline, now + kShortestRound)));
 }
 
 void ask_servers(std::vector<FanOutRequest>& requests,

@@ -4,7 +4,7 @@
 //
 //   const RoundEnd end = RoundEnd::of(items, shortest.note(items, now), command_timeout, now);
 //   ask_servers(requests, handles, in_hand, end.deadline);
-//   ... take the connections still opening, until end.deadline ...
+//   ... take the connections still opening, until end.takes_until() ...
 //   ask_servers(requests, handles, opening, end.after_takes());
 //   settle_server(items, on_server, requests[m].replies, pool, !handles[m], unrouted);
 #pragma once
@@ -37,20 +37,24 @@ class ShortestLease {
   Clock::time_point seen_{};
 };
 
-/// When a renewal round stops waiting.
+/// When a renewal round stops waiting. Every server gets at least 50 ms to answer.
 struct RoundEnd {
-  /// For connections and replies: a third of the shortest lease (at least 50 ms, at most a
-  /// command timeout).
+  /// For replies: a third of the shortest lease (at least 50 ms, at most a command
+  /// timeout), and no later than `latest`.
   Clock::time_point deadline;
-  /// Never later than this: shortly before the first validity among the round's items. A
-  /// lease whose renewal a healthy server applied at once would otherwise be declared lost
-  /// while the round still waits for a stopped one.
+  /// Shortly before the first validity among the round's items (those with 50 ms or more
+  /// left). A lease whose renewal a healthy server applied at once would otherwise be
+  /// declared lost while the round still waits for a stopped one.
   Clock::time_point latest;
 
   static RoundEnd of(const std::vector<RenewItem>& items, Millis shortest, Millis command_timeout,
                      Clock::time_point now);
-  /// For the replies of connections taken at the deadline: a window of their own, so that
-  /// a server whose open took the round's time is not judged silent without being asked.
+  /// Until when connections still being opened are waited for: early enough that their
+  /// servers' replies still get 50 ms before `latest`.
+  [[nodiscard]] Clock::time_point takes_until() const;
+  /// For the replies on connections taken after the first ones were asked: a window of
+  /// their own, so that a server whose open took the round's time is not judged silent
+  /// without having been asked; past `latest` only as far as 50 ms from now.
   [[nodiscard]] Clock::time_point after_takes() const;
 };
 
