@@ -34,9 +34,9 @@ struct Gate {
 };
 
 TEST(BackgroundJob, ASecondJobIsRefusedWhileTheFirstRunsAndStartsOnceItEnded) {
-  BackgroundJob job{"dlock-test"};
   Gate gate;
   std::atomic<int> runs{0};
+  BackgroundJob job{"dlock-test"};  // after what its jobs use: it waits for them first
   ASSERT_TRUE(job.start([&] {
     gate.wait();
     ++runs;
@@ -53,8 +53,8 @@ TEST(BackgroundJob, ASecondJobIsRefusedWhileTheFirstRunsAndStartsOnceItEnded) {
 // The pool's opener: a job that has done its work but not yet returned is waited for, not
 // taken for a thread that could not be started.
 TEST(BackgroundJob, WaitingForThePreviousJobStartsTheNextOnceItEnds) {
-  BackgroundJob job{"dlock-test"};
   std::atomic<int> runs{0};
+  BackgroundJob job{"dlock-test"};
   ASSERT_TRUE(job.start([&] {
     std::this_thread::sleep_for(30ms);
     ++runs;
@@ -77,11 +77,11 @@ TEST(BackgroundJob, DestructionWaitsForTheRunningJob) {
 }
 
 TEST(BackgroundJob, AJobThatThrowsLeavesRoomForTheNext) {
+  std::atomic<bool> ran{false};
   BackgroundJob job{"dlock-test"};
   ASSERT_TRUE(job.start([] { throw std::runtime_error("boom"); }));
   for (int i = 0; i < 500 && job.running(); ++i) std::this_thread::sleep_for(2ms);
   ASSERT_FALSE(job.running());
-  std::atomic<bool> ran{false};
   ASSERT_TRUE(job.start([&] { ran = true; }));
   for (int i = 0; i < 500 && job.running(); ++i) std::this_thread::sleep_for(2ms);
   EXPECT_TRUE(ran.load());
