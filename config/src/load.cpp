@@ -65,7 +65,7 @@ class DocumentStarts : public YAML::EventHandler {
 void Loader::warn(const YAML::Mark& mark, std::string_view path, std::string_view message) const {
   std::string where = source_;
   if (!mark.is_null()) where += fmt::format(":{}:{}", mark.line + 1, mark.column + 1);
-  log(LogLevel::kWarn, "{}: warning: {}: {}", where, path, message);
+  warnings_.push_back(fmt::format("{}: warning: {}: {}", where, path, message));
 }
 
 void Loader::check_single_document(const std::string& text) const {
@@ -100,33 +100,56 @@ void Loader::check_single_document(const std::string& text) const {
     if (!contains(kTopLevelKeys, item.key)) {
       std::string hint;
       if (contains(kLockKeys, item.key)) hint = " (lock settings go under 'defaults')";
-      unknown_key(item, kTopLevelKeys, hint);
+      keep_going([&] { unknown_key(item, kTopLevelKeys, hint); });
     }
   }
 
-  if (const Entry* item = find_entry(items, "service")) config.service = service(*item);
+  if (const Entry* item = find_entry(items, "service")) {
+    keep_going([&] { config.service = service(*item); });
+  }
   // An empty `backends:` reads like an absent one, as for every other section.
   const Entry* backends_entry = find_entry(items, "backends");
   if (backends_entry != nullptr && backends_entry->value.IsNull()) backends_entry = nullptr;
   if (backends_entry != nullptr) config.backends = backends(*backends_entry);
   if (const Entry* item = find_entry(items, "defaults")) {
-    config.defaults = overrides(*item, config.backends, kDefaultBackend);
+    keep_going([&] { config.defaults = overrides(*item, config.backends, kDefaultBackend); });
   }
   const std::string fallback_backend =
       config.defaults.backend.value_or(std::string(kDefaultBackend));
   if (backends_entry != nullptr && !config.defaults.backend &&
       config.backends.find(std::string(kDefaultBackend)) == config.backends.end()) {
     // Caught here rather than at the first guard's resolve(), long after start-up.
-    fail(backends_entry->key_mark, backends_entry->path,
-         "no backend named 'default'; add one or set defaults.backend");
+    keep_going([&] {
+      fail(backends_entry->key_mark, backends_entry->path,
+           "no backend named 'default'; add one or set defaults.backend");
+    });
   }
   if (const Entry* item = find_entry(items, "policies")) {
-    config.policies = named_overrides(*item, "policy", config.backends, fallback_backend);
+    keep_going([&] {
+      config.policies = named_overrides(*item, "policy", config.backends, fallback_backend);
+    });
   }
   if (const Entry* item = find_entry(items, "locks")) {
-    config.locks = named_overrides(*item, "guard", config.backends, fallback_backend);
+    keep_going(
+        [&] { config.locks = named_overrides(*item, "guard", config.backends, fallback_backend); });
   }
+  // A refused file logs no warnings: they could stem from its errors.
+  if (!errors_.empty()) throw ConfigError(all_errors());
+  for (const std::string& line : warnings_) log(LogLevel::kWarn, "{}", line);
   return config;
+}
+
+std::string Loader::all_errors() const {
+  constexpr std::size_t kShown = 20;
+  std::string text;
+  for (std::size_t i = 0; i < errors_.size() && i < kShown; ++i) {
+    if (i > 0) text += '\n';
+    text += errors_[i];
+  }
+  if (errors_.size() > kShown) {
+    text += fmt::format("\n{}: {} more errors not shown", source_, errors_.size() - kShown);
+  }
+  return text;
 }
 
 std::vector<Entry> Loader::entries(const YAML::Node& node, const YAML::Mark& mark,
@@ -265,8 +288,7 @@ double Loader::clock_drift_factor(const Entry& item) const {
   const char* end = text.data() + text.size();
   const auto [ptr, error] = std::from_chars(text.data(), end, value);
   if (text.empty() || error != std::errc() || ptr != end || !std::isfinite(value)) {
-    fail(item.value_mark(), item.path,
-         fmt::format("expected a number, got '{}'", printable(text)));
+    fail(item.value_mark(), item.path, fmt::format("expected a number, got '{}'", printable(text)));
   }
   if (value < 0 || value >= kMaxClockDriftFactor) {
     fail(item.value_mark(), item.path,
@@ -296,46 +318,52 @@ LockOverrides Loader::overrides(const Entry& section,
   LockOverrides out;
   const std::vector<Entry> items =
       entries(section.value, section.value_mark(), section.path, "lock settings");
-  const Entry* lease = nullptr;
-  const Entry* min_hold = nullptr;
-  const Entry* max_hold = nullptr;
+  OverrideEntries given;
+  const std::size_t errors_before = errors_.size();
   for (const Entry& item : items) {
-    const std::string_view key = item.key;
-    if (key == "lease") {
-      out.lease = duration(item, false);
-      lease = &item;
-      if (*out.lease < kMinimumLease) {
-        fail(item.value_mark(), item.path,
-             fmt::format("must be at least {}: the watchdog renews a lease every lease/3",
-                         format_millis(kMinimumLease)));
-      }
-    } else if (key == "wait") {
-      out.wait = duration(item, true);
-    } else if (key == "on_busy") {
-      out.on_busy = on_busy(item);
-    } else if (key == "min_hold") {
-      out.min_hold = duration(item, true);
-      min_hold = &item;
-    } else if (key == "max_hold") {
-      out.max_hold = duration(item, false);
-      max_hold = &item;
-    } else if (key == "backend") {
-      out.backend = backend_reference(item, backends);
-    } else {
-      const bool backend_key = contains(kRedisKeys, key) || key == "topology" || key == "address";
-      unknown_key(item, kLockKeys, backend_key ? " (backend settings go under 'backends')" : "");
-    }
+    keep_going([&] { override_value(item, backends, out, given); });
   }
-  if (min_hold != nullptr && max_hold != nullptr && *out.min_hold > *out.max_hold) {
-    fail(min_hold->value_mark(), min_hold->path,
-         fmt::format("min_hold {} exceeds max_hold {}", min_hold->value.Scalar(),
-                     max_hold->value.Scalar()));
+  // Checks across keys would misread a value that was refused.
+  if (errors_.size() != errors_before) return out;
+  if (given.min_hold != nullptr && given.max_hold != nullptr && *out.min_hold > *out.max_hold) {
+    fail(given.min_hold->value_mark(), given.min_hold->path,
+         fmt::format("min_hold {} exceeds max_hold {}", given.min_hold->value.Scalar(),
+                     given.max_hold->value.Scalar()));
   }
-  if (lease != nullptr) {
-    warn_short_lease(*lease, *out.lease, out.backend.value_or(std::string(fallback_backend)),
+  if (given.lease != nullptr) {
+    warn_short_lease(*given.lease, *out.lease, out.backend.value_or(std::string(fallback_backend)),
                      backends);
   }
   return out;
+}
+
+void Loader::override_value(const Entry& item, const std::map<std::string, BackendConfig>& backends,
+                            LockOverrides& out, OverrideEntries& given) const {
+  const std::string_view key = item.key;
+  if (key == "lease") {
+    out.lease = duration(item, false);
+    given.lease = &item;
+    if (*out.lease < kMinimumLease) {
+      fail(item.value_mark(), item.path,
+           fmt::format("must be at least {}: the watchdog renews a lease every lease/3",
+                       format_millis(kMinimumLease)));
+    }
+  } else if (key == "wait") {
+    out.wait = duration(item, true);
+  } else if (key == "on_busy") {
+    out.on_busy = on_busy(item);
+  } else if (key == "min_hold") {
+    out.min_hold = duration(item, true);
+    given.min_hold = &item;
+  } else if (key == "max_hold") {
+    out.max_hold = duration(item, false);
+    given.max_hold = &item;
+  } else if (key == "backend") {
+    out.backend = backend_reference(item, backends);
+  } else {
+    const bool backend_key = contains(kRedisKeys, key) || key == "topology" || key == "address";
+    unknown_key(item, kLockKeys, backend_key ? " (backend settings go under 'backends')" : "");
+  }
 }
 
 OnBusy Loader::on_busy(const Entry& item) const {
@@ -381,7 +409,7 @@ std::map<std::string, LockOverrides> Loader::named_overrides(
     if (item.key.empty()) {
       fail(item.key_mark, section.path, fmt::format("a {} name must not be empty", noun));
     }
-    out.emplace(item.key, overrides(item, backends, fallback_backend));
+    keep_going([&] { out.emplace(item.key, overrides(item, backends, fallback_backend)); });
   }
   return out;
 }

@@ -81,7 +81,12 @@ std::map<std::string, BackendConfig> Loader::backends(const Entry& section) cons
   for (const Entry& item :
        entries(section.value, section.value_mark(), section.path, "backends by name")) {
     if (item.key.empty()) fail(item.key_mark, section.path, "a backend name must not be empty");
-    out.emplace(item.key, backend(item));
+    // A refused backend is still known by name, so that references to it raise no errors
+    // of their own.
+    BackendConfig loaded;
+    loaded.name = item.key;
+    keep_going([&] { loaded = backend(item); });
+    out.emplace(item.key, std::move(loaded));
   }
   return out;
 }
@@ -96,22 +101,28 @@ BackendConfig Loader::backend(const Entry& entry) const {
   if (topology_entry == nullptr) fail(entry.value_mark(), entry.path, missing_topology);
   const TopologySpec& spec = topology(*topology_entry);
   // Every key is checked before any value, so a typo is reported before what it causes.
+  const std::size_t errors_before = errors_.size();
   check_backend_keys(items, spec);
 
   BackendConfig backend;
   backend.name = entry.key;
   backend.topology = spec.topology;
+  if (errors_.size() != errors_before) return backend;
   std::optional<ParsedAddress> url;
   const Entry* address_entry = nullptr;
   for (const Entry& item : items) {
-    if (item.key == "address") {
-      address_entry = &item;
-      url = address(item, "an address", item.value_mark());
-      backend.endpoints = {url->endpoint};
-    } else {
-      backend_value(item, spec, backend);
-    }
+    keep_going([&] {
+      if (item.key == "address") {
+        address_entry = &item;
+        url = address(item, "an address", item.value_mark());
+        backend.endpoints = {url->endpoint};
+      } else {
+        backend_value(item, spec, backend);
+      }
+    });
   }
+  // Checks across keys would misread a value that was refused.
+  if (errors_.size() != errors_before) return backend;
   for (std::string_view key : spec.required) {
     if (find_entry(items, key) == nullptr) {
       fail(entry.value_mark(), entry.path,
@@ -148,34 +159,37 @@ void Loader::check_backend_keys(const std::vector<Entry>& items, const TopologyS
     allowed.insert(allowed.end(), std::begin(kRedisKeys), std::end(kRedisKeys));
   }
   for (const Entry& item : items) {
-    if (contains(allowed, item.key)) continue;
-    const TopologySpec* owner = nullptr;
-    for (const TopologySpec& other : kTopologies) {
-      if (contains(other.own_keys, item.key)) owner = &other;
-    }
-    if (!spec.uses_redis && (owner != nullptr || contains(kRedisKeys, item.key))) {
-      fail(item.key_mark, item.path,
-           "does not apply to a memory backend: it lives in this process and connects to "
-           "no server");
-    }
-    if (owner != nullptr) {
-      fail(item.key_mark, item.path,
-           fmt::format("does not apply to a {} backend (it is a {} setting)", spec.name,
-                       owner->name));
-    }
-    unknown_key(item, allowed,
-                contains(kLockKeys, item.key)
-                    ? " (lock settings go under 'defaults', 'policies' or 'locks')"
-                    : "");
+    if (!contains(allowed, item.key)) keep_going([&] { refuse_backend_key(item, spec, allowed); });
   }
+}
+
+[[noreturn]] void Loader::refuse_backend_key(const Entry& item, const TopologySpec& spec,
+                                             const KeyList& allowed) const {
+  const TopologySpec* owner = nullptr;
+  for (const TopologySpec& other : kTopologies) {
+    if (contains(other.own_keys, item.key)) owner = &other;
+  }
+  if (!spec.uses_redis && (owner != nullptr || contains(kRedisKeys, item.key))) {
+    fail(item.key_mark, item.path,
+         "does not apply to a memory backend: it lives in this process and connects to "
+         "no server");
+  }
+  if (owner != nullptr) {
+    fail(
+        item.key_mark, item.path,
+        fmt::format("does not apply to a {} backend (it is a {} setting)", spec.name, owner->name));
+  }
+  unknown_key(item, allowed,
+              contains(kLockKeys, item.key)
+                  ? " (lock settings go under 'defaults', 'policies' or 'locks')"
+                  : "");
 }
 
 void Loader::backend_value(const Entry& item, const TopologySpec& spec,
                            BackendConfig& backend) const {
   const std::string_view key = item.key;
   if (key == "sentinels") {
-    backend.endpoints =
-        endpoint_list(item, "sentinel", "sentinel_username and sentinel_password");
+    backend.endpoints = endpoint_list(item, "sentinel", "sentinel_username and sentinel_password");
   } else if (key == "nodes") {
     backend.endpoints = endpoint_list(item, "node", "username and password");
   } else if (key == "instances") {

@@ -93,6 +93,13 @@ struct Entry {
 
 const Entry* find_entry(const std::vector<Entry>& entries, std::string_view key);
 
+// The entries of a lock-settings block that checks across its keys look at.
+struct OverrideEntries {
+  const Entry* lease = nullptr;
+  const Entry* min_hold = nullptr;
+  const Entry* max_hold = nullptr;
+};
+
 class Loader {
  public:
   explicit Loader(std::string source) : source_(std::move(source)) {}
@@ -100,7 +107,8 @@ class Loader {
   [[noreturn]] void fail(const YAML::Mark& mark, std::string_view path,
                          std::string_view message) const;
 
-  // A setting that works but is probably not what was meant, logged where it was written.
+  // A setting that works but is probably not what was meant, logged where it was written
+  // once the file has loaded.
   void warn(const YAML::Mark& mark, std::string_view path, std::string_view message) const;
 
   // Refuses a stream of several documents. yaml-cpp 0.7 can also get stuck on a stray ','
@@ -108,6 +116,9 @@ class Loader {
   // YAML::LoadAll then fills memory and YAML::Load passes the garbage off as an empty file.
   void check_single_document(const std::string& text) const;
 
+  /// The configuration in `root`. Independent mistakes (different keys, backends, policies)
+  /// are all reported in one ConfigError, a line each in document order; a mistake that
+  /// would make later checks of the same block meaningless ends that block only.
   [[nodiscard]] Config load(const YAML::Node& root) const;
 
  private:
@@ -198,8 +209,11 @@ class Loader {
   // The topology named by the `topology:` entry.
   const TopologySpec& topology(const Entry& topology_entry) const;
 
-  // Refuses a key that does not belong in a backend of `spec`'s topology.
+  // Refuses every key that does not belong in a backend of `spec`'s topology (each one
+  // reported, see keep_going()).
   void check_backend_keys(const std::vector<Entry>& items, const TopologySpec& spec) const;
+  [[noreturn]] void refuse_backend_key(const Entry& item, const TopologySpec& spec,
+                                       const KeyList& allowed) const;
 
   // Reads one backend setting (any but `topology` and `address`) into `backend`.
   void backend_value(const Entry& item, const TopologySpec& spec, BackendConfig& backend) const;
@@ -239,12 +253,34 @@ class Loader {
   std::string backend_reference(const Entry& item,
                                 const std::map<std::string, BackendConfig>& backends) const;
 
+  // One key of a lock-settings block into `out`.
+  void override_value(const Entry& item, const std::map<std::string, BackendConfig>& backends,
+                      LockOverrides& out, OverrideEntries& given) const;
+
+  // Every error kept by keep_going(), a line each (the first 20).
+  [[nodiscard]] std::string all_errors() const;
+
   std::map<std::string, LockOverrides> named_overrides(
       const Entry& section, std::string_view noun,
       const std::map<std::string, BackendConfig>& backends,
       std::string_view fallback_backend) const;
 
+  // Runs `check`; a ConfigError it raises is kept for load() to report with the others, and
+  // loading goes on. Returns whether it passed.
+  template <typename Check>
+  bool keep_going(Check&& check) const {
+    try {
+      check();
+      return true;
+    } catch (const ConfigError& error) {
+      errors_.emplace_back(error.what());
+      return false;
+    }
+  }
+
   std::string source_;
+  mutable std::vector<std::string> errors_;    // see keep_going()
+  mutable std::vector<std::string> warnings_;  // see warn()
 };
 
 }  // namespace dlock::internal::loading

@@ -475,6 +475,92 @@ locks:
 }
 
 // ---------------------------------------------------------------------------------------
+// ---------------------------------------------------------------------------------------
+// Several mistakes in one file: each independent one is reported, a line each, in document
+// order, so that fixing a file does not take one run per mistake.
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::size_t start = 0;
+  for (std::size_t end; (end = text.find('\n', start)) != std::string::npos; start = end + 1) {
+    lines.push_back(text.substr(start, end - start));
+  }
+  lines.push_back(text.substr(start));
+  return lines;
+}
+
+TEST(SeveralMistakes, EveryIndependentMistakeIsReportedInOneErrorInDocumentOrder) {
+  const auto lines = lines_of(error_of(R"(service: "bad name!"
+backends:
+  default:
+    topology: single
+    adress: redis://127.0.0.1:6379
+  ha:
+    topology: sentinal
+defaults:
+  lease: 30
+  wiat: 1s
+policies:
+  reports:
+    backend: hq
+)"));
+  const std::vector<std::string> expected = {
+      "test.yaml:1:10: error: service: 'bad name!' may hold only letters",
+      "test.yaml:5:5: error: backends.default.adress: unknown key 'adress'; did you mean",
+      "test.yaml:7:15: error: backends.ha.topology: unknown topology 'sentinal'",
+      "test.yaml:9:10: error: defaults.lease: bad duration '30'",
+      "test.yaml:10:3: error: defaults.wiat: unknown key 'wiat'; did you mean 'wait'?",
+      "test.yaml:13:14: error: policies.reports.backend: backend 'hq' is not configured",
+  };
+  ASSERT_EQ(lines.size(), expected.size()) << testing::PrintToString(lines);
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(lines[i].rfind(expected[i], 0), 0u) << "line " << i << ": " << lines[i];
+  }
+}
+
+TEST(SeveralMistakes, AValueRefusedInABlockSkipsTheChecksAcrossItsKeys) {
+  // min_hold is refused: comparing it with max_hold would report a second, made-up error.
+  const std::string error = error_of("defaults:\n  min_hold: soon\n  max_hold: 1s\n");
+  EXPECT_EQ(lines_of(error).size(), 1u) << error;
+  EXPECT_NE(error.find("defaults.min_hold: bad duration 'soon'"), std::string::npos) << error;
+  // A backend whose keys are wrong has its values left unread: the typo comes alone.
+  const std::string backend = error_of(
+      "backends:\n  default:\n    topology: single\n    adress: h\n    pool_size: -2\n");
+  EXPECT_EQ(lines_of(backend).size(), 1u) << backend;
+}
+
+TEST(SeveralMistakes, AReferenceToARefusedBackendRaisesNoErrorOfItsOwn) {
+  const std::string error = error_of(
+      "backends:\n  default: {topology: single, address: h}\n  ha: {topology: zookeper}\n"
+      "policies:\n  reports: {backend: ha}\n");
+  EXPECT_EQ(lines_of(error).size(), 1u) << error;
+  EXPECT_NE(error.find("backends.ha.topology: unknown topology 'zookeper'"), std::string::npos)
+      << error;
+}
+
+TEST(SeveralMistakes, AFileWithManyMistakesShowsTheFirstTwentyAndCountsTheRest) {
+  std::string yaml;
+  for (int i = 0; i < 25; ++i) yaml += "typo" + std::to_string(i) + ": 1\n";
+  const auto lines = lines_of(error_of(yaml));
+  ASSERT_EQ(lines.size(), 21u);
+  EXPECT_EQ(lines[0].rfind("test.yaml:1:1: error: typo0: unknown key 'typo0'", 0), 0u) << lines[0];
+  EXPECT_EQ(lines[20], "test.yaml: 5 more errors not shown");
+}
+
+TEST(SeveralMistakes, ARefusedFileLogsNoWarnings) {
+  // The short lease would be warned about in a file that loads; the mistake comes after it.
+  std::vector<std::string> warnings;
+  set_log_sink([&](LogLevel level, std::string_view line) {
+    if (level == LogLevel::kWarn) warnings.emplace_back(line);
+  });
+  const std::string error = error_of(
+      "backends:\n  default: {topology: single, address: h, command_timeout: 1s}\n"
+      "defaults: {lease: 500ms}\npolicies:\n  quick: {wiat: 1s}\n");
+  set_log_sink({});
+  EXPECT_NE(error.find("policies.quick.wiat"), std::string::npos) << error;
+  EXPECT_TRUE(warnings.empty()) << warnings.front();
+}
+
 // Settings that load but deserve a warning, logged at load time with file:line:col.
 
 std::vector<std::string> warnings_of(const std::string& yaml) {
