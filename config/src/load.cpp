@@ -110,7 +110,9 @@ void Loader::check_single_document(const std::string& text) const {
   // An empty `backends:` reads like an absent one, as for every other section.
   const Entry* backends_entry = find_entry(items, "backends");
   if (backends_entry != nullptr && backends_entry->value.IsNull()) backends_entry = nullptr;
-  if (backends_entry != nullptr) config.backends = backends(*backends_entry);
+  if (backends_entry != nullptr) {
+    keep_going([&] { config.backends = backends(*backends_entry); });
+  }
   if (const Entry* item = find_entry(items, "defaults")) {
     keep_going([&] { config.defaults = overrides(*item, config.backends, kDefaultBackend); });
   }

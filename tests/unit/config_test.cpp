@@ -518,6 +518,15 @@ policies:
   }
 }
 
+TEST(SeveralMistakes, ASectionOfTheWrongShapeIsReportedBesideTheOthers) {
+  const auto lines =
+      lines_of(error_of("service: \"bad name!\"\nbackends: [a, b]\ndefaults: {wiat: 1s}\n"));
+  ASSERT_EQ(lines.size(), 3u) << testing::PrintToString(lines);
+  EXPECT_EQ(lines[0].rfind("test.yaml:1:10: error: service:", 0), 0u) << lines[0];
+  EXPECT_EQ(lines[1].rfind("test.yaml:2:11: error: backends:", 0), 0u) << lines[1];
+  EXPECT_EQ(lines[2].rfind("test.yaml:3:12: error: defaults.wiat:", 0), 0u) << lines[2];
+}
+
 TEST(SeveralMistakes, AValueRefusedInABlockSkipsTheChecksAcrossItsKeys) {
   // min_hold is refused: comparing it with max_hold would report a second, made-up error.
   const std::string error = error_of("defaults:\n  min_hold: soon\n  max_hold: 1s\n");
