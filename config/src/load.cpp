@@ -58,6 +58,7 @@ class DocumentStarts : public YAML::EventHandler {
                                std::string_view message) const {
   std::string where = source_;
   if (!mark.is_null()) where += fmt::format(":{}:{}", mark.line + 1, mark.column + 1);
+  failed_at_ = mark.is_null() ? -1 : mark.pos;
   if (path.empty()) throw ConfigError(fmt::format("{}: error: {}", where, message));
   throw ConfigError(fmt::format("{}: error: {}: {}", where, path, message));
 }
@@ -111,14 +112,20 @@ void Loader::check_single_document(const std::string& text) const {
   const Entry* backends_entry = find_entry(items, "backends");
   if (backends_entry != nullptr && backends_entry->value.IsNull()) backends_entry = nullptr;
   if (backends_entry != nullptr) {
-    keep_going([&] { config.backends = backends(*backends_entry); });
+    // Refused as a whole (not a map, a name given twice), its names are unknown: references
+    // to backends are not checked then, rather than all reported as not configured.
+    backends_unknown_ = !keep_going([&] { config.backends = backends(*backends_entry); });
   }
+  const std::size_t errors_before_defaults = errors_.size();
   if (const Entry* item = find_entry(items, "defaults")) {
     keep_going([&] { config.defaults = overrides(*item, config.backends, kDefaultBackend); });
   }
+  // A refused `defaults` may have named the default backend.
+  const bool defaults_read = errors_.size() == errors_before_defaults;
   const std::string fallback_backend =
       config.defaults.backend.value_or(std::string(kDefaultBackend));
-  if (backends_entry != nullptr && !config.defaults.backend &&
+  if (backends_entry != nullptr && defaults_read && !backends_unknown_ &&
+      !config.defaults.backend &&
       config.backends.find(std::string(kDefaultBackend)) == config.backends.end()) {
     // Caught here rather than at the first guard's resolve(), long after start-up.
     keep_going([&] {
@@ -142,14 +149,19 @@ void Loader::check_single_document(const std::string& text) const {
 }
 
 std::string Loader::all_errors() const {
+  // In document order: sections are read in an order of their own (backends before the
+  // policies that name them). Errors without a position come first.
+  std::vector<KeptError> sorted = errors_;
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const KeptError& a, const KeptError& b) { return a.pos < b.pos; });
   constexpr std::size_t kShown = 20;
   std::string text;
-  for (std::size_t i = 0; i < errors_.size() && i < kShown; ++i) {
+  for (std::size_t i = 0; i < sorted.size() && i < kShown; ++i) {
     if (i > 0) text += '\n';
-    text += errors_[i];
+    text += sorted[i].text;
   }
-  if (errors_.size() > kShown) {
-    text += fmt::format("\n{}: {} more errors not shown", source_, errors_.size() - kShown);
+  if (sorted.size() > kShown) {
+    text += fmt::format("\n{}: {} more errors not shown", source_, sorted.size() - kShown);
   }
   return text;
 }
@@ -394,7 +406,7 @@ void Loader::warn_short_lease(const Entry& lease_entry, Millis lease,
 std::string Loader::backend_reference(const Entry& item,
                                       const std::map<std::string, BackendConfig>& backends) const {
   const std::string name = scalar(item, "a backend name");
-  if (backends.find(name) != backends.end()) return name;
+  if (backends_unknown_ || backends.find(name) != backends.end()) return name;
   KeyList names;
   for (const auto& [configured, backend] : backends) names.push_back(configured);
   fail(item.value_mark(), item.path,

@@ -80,7 +80,10 @@ std::map<std::string, BackendConfig> Loader::backends(const Entry& section) cons
   std::map<std::string, BackendConfig> out;
   for (const Entry& item :
        entries(section.value, section.value_mark(), section.path, "backends by name")) {
-    if (item.key.empty()) fail(item.key_mark, section.path, "a backend name must not be empty");
+    if (item.key.empty()) {
+      keep_going([&] { fail(item.key_mark, section.path, "a backend name must not be empty"); });
+      continue;
+    }
     // A refused backend is still known by name, so that references to it raise no errors
     // of their own.
     BackendConfig loaded;
@@ -108,6 +111,14 @@ BackendConfig Loader::backend(const Entry& entry) const {
   backend.name = entry.key;
   backend.topology = spec.topology;
   if (errors_.size() != errors_before) return backend;
+  for (std::string_view key : spec.required) {  // by the keys alone: reported beside the values
+    if (find_entry(items, key) == nullptr) {
+      keep_going([&] {
+        fail(entry.value_mark(), entry.path,
+             fmt::format("missing required key '{}' for a {} backend", key, spec.name));
+      });
+    }
+  }
   std::optional<ParsedAddress> url;
   const Entry* address_entry = nullptr;
   for (const Entry& item : items) {
@@ -123,12 +134,6 @@ BackendConfig Loader::backend(const Entry& entry) const {
   }
   // Checks across keys would misread a value that was refused.
   if (errors_.size() != errors_before) return backend;
-  for (std::string_view key : spec.required) {
-    if (find_entry(items, key) == nullptr) {
-      fail(entry.value_mark(), entry.path,
-           fmt::format("missing required key '{}' for a {} backend", key, spec.name));
-    }
-  }
   if (url) merge_url(*url, *address_entry, items, backend);
   check_credentials(items, address_entry, backend);
   warn_even_instances(items, backend);

@@ -273,13 +273,20 @@ class Loader {
       check();
       return true;
     } catch (const ConfigError& error) {
-      errors_.emplace_back(error.what());
+      errors_.push_back(KeptError{failed_at_, error.what()});
       return false;
     }
   }
 
+  struct KeptError {
+    int pos;  // offset in the file of what it points at; -1: no position
+    std::string text;
+  };
+
   std::string source_;
-  mutable std::vector<std::string> errors_;    // see keep_going()
+  mutable std::vector<KeptError> errors_;      // see keep_going()
+  mutable int failed_at_ = -1;                 // the position of the last fail()
+  mutable bool backends_unknown_ = false;      // `backends` refused as a whole
   mutable std::vector<std::string> warnings_;  // see warn()
 };
 

@@ -475,7 +475,6 @@ locks:
 }
 
 // ---------------------------------------------------------------------------------------
-// ---------------------------------------------------------------------------------------
 // Several mistakes in one file: each independent one is reported, a line each, in document
 // order, so that fixing a file does not take one run per mistake.
 
@@ -527,6 +526,55 @@ TEST(SeveralMistakes, ASectionOfTheWrongShapeIsReportedBesideTheOthers) {
   EXPECT_EQ(lines[2].rfind("test.yaml:3:12: error: defaults.wiat:", 0), 0u) << lines[2];
 }
 
+TEST(SeveralMistakes, ErrorsComeInDocumentOrderAcrossSections) {
+  const auto lines =
+      lines_of(error_of("locks:\n  \"a::f\": {wiat: 1s}\nservice: \"bad name!\"\nbackends:\n"
+                        "  default: {topology: single, adress: h}\ntypo: 1\n"));
+  ASSERT_EQ(lines.size(), 4u) << testing::PrintToString(lines);
+  EXPECT_EQ(lines[0].rfind("test.yaml:2:12: error: locks.", 0), 0u) << lines[0];
+  EXPECT_EQ(lines[1].rfind("test.yaml:3:10: error: service:", 0), 0u) << lines[1];
+  EXPECT_EQ(lines[2].rfind("test.yaml:5:31: error: backends.default.adress:", 0), 0u) << lines[2];
+  EXPECT_EQ(lines[3].rfind("test.yaml:6:1: error: typo:", 0), 0u) << lines[3];
+}
+
+// A refused `defaults` may name the default backend: "no backend named 'default'" would be
+// made up.
+TEST(SeveralMistakes, ARefusedDefaultsBlockIsNotTakenAsNamingNoBackend) {
+  for (const char* defaults :
+       {"defaults: {backend: main, min_hold: 10s, max_hold: 5s}\n",
+        "defaults: {backend: main, wait: 1s, wait: 2s}\n", "defaults: {backend: mian}\n"}) {
+    const std::string error =
+        error_of(std::string("backends: {main: {topology: memory}}\n") + defaults);
+    EXPECT_EQ(lines_of(error).size(), 1u) << error;
+    EXPECT_EQ(error.find("no backend named 'default'"), std::string::npos) << error;
+  }
+}
+
+// A backends section refused as a whole leaves its names unknown: references to them are
+// not all reported as not configured.
+TEST(SeveralMistakes, ABackendsSectionRefusedAsAWholeMakesNoReferenceAnError) {
+  for (const char* backends :
+       {"backends:\n  main: {topology: memory}\n  main: {topology: memory}\n", "backends: [a]\n"}) {
+    const std::string error = error_of(
+        std::string(backends) + "defaults: {backend: main}\npolicies: {p: {backend: main}}\n");
+    EXPECT_EQ(lines_of(error).size(), 1u) << error;
+    EXPECT_EQ(error.find("not configured"), std::string::npos) << error;
+  }
+  const std::string empty_name = error_of(
+      "backends: {main: {topology: memory}, \"\": {topology: memory}}\ndefaults: {backend: "
+      "main}\n");
+  EXPECT_EQ(lines_of(empty_name).size(), 1u) << empty_name;
+  EXPECT_NE(empty_name.find("a backend name must not be empty"), std::string::npos) << empty_name;
+}
+
+TEST(SeveralMistakes, AMissingRequiredKeyIsReportedBesideARefusedValue) {
+  const auto lines =
+      lines_of(error_of("backends:\n  default:\n    topology: sentinel\n    sentinels: []\n"));
+  ASSERT_EQ(lines.size(), 2u) << testing::PrintToString(lines);
+  EXPECT_NE(lines[0].find("missing required key 'master_name'"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("backends.default.sentinels"), std::string::npos) << lines[1];
+}
+
 TEST(SeveralMistakes, AValueRefusedInABlockSkipsTheChecksAcrossItsKeys) {
   // min_hold is refused: comparing it with max_hold would report a second, made-up error.
   const std::string error = error_of("defaults:\n  min_hold: soon\n  max_hold: 1s\n");
@@ -570,6 +618,7 @@ TEST(SeveralMistakes, ARefusedFileLogsNoWarnings) {
   EXPECT_TRUE(warnings.empty()) << warnings.front();
 }
 
+// ---------------------------------------------------------------------------------------
 // Settings that load but deserve a warning, logged at load time with file:line:col.
 
 std::vector<std::string> warnings_of(const std::string& yaml) {
