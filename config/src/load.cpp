@@ -56,11 +56,20 @@ class DocumentStarts : public YAML::EventHandler {
 
 [[noreturn]] void Loader::fail(const YAML::Mark& mark, std::string_view path,
                                std::string_view message) const {
+  failed_at_ = mark.is_null() ? -1 : mark.pos;
+  throw ConfigError(error_text(mark, path, message));
+}
+
+void Loader::report(const YAML::Mark& mark, std::string_view path, std::string_view message) const {
+  errors_.push_back(KeptError{mark.is_null() ? -1 : mark.pos, error_text(mark, path, message)});
+}
+
+std::string Loader::error_text(const YAML::Mark& mark, std::string_view path,
+                               std::string_view message) const {
   std::string where = source_;
   if (!mark.is_null()) where += fmt::format(":{}:{}", mark.line + 1, mark.column + 1);
-  failed_at_ = mark.is_null() ? -1 : mark.pos;
-  if (path.empty()) throw ConfigError(fmt::format("{}: error: {}", where, message));
-  throw ConfigError(fmt::format("{}: error: {}: {}", where, path, message));
+  if (path.empty()) return fmt::format("{}: error: {}", where, message);
+  return fmt::format("{}: error: {}: {}", where, path, message);
 }
 
 void Loader::warn(const YAML::Mark& mark, std::string_view path, std::string_view message) const {
@@ -128,10 +137,8 @@ void Loader::check_single_document(const std::string& text) const {
       !config.defaults.backend &&
       config.backends.find(std::string(kDefaultBackend)) == config.backends.end()) {
     // Caught here rather than at the first guard's resolve(), long after start-up.
-    keep_going([&] {
-      fail(backends_entry->key_mark, backends_entry->path,
+    report(backends_entry->key_mark, backends_entry->path,
            "no backend named 'default'; add one or set defaults.backend");
-    });
   }
   if (const Entry* item = find_entry(items, "policies")) {
     keep_going([&] {

@@ -81,7 +81,7 @@ std::map<std::string, BackendConfig> Loader::backends(const Entry& section) cons
   for (const Entry& item :
        entries(section.value, section.value_mark(), section.path, "backends by name")) {
     if (item.key.empty()) {
-      keep_going([&] { fail(item.key_mark, section.path, "a backend name must not be empty"); });
+      report(item.key_mark, section.path, "a backend name must not be empty");
       continue;
     }
     // A refused backend is still known by name, so that references to it raise no errors
@@ -113,10 +113,8 @@ BackendConfig Loader::backend(const Entry& entry) const {
   if (errors_.size() != errors_before) return backend;
   for (std::string_view key : spec.required) {  // by the keys alone: reported beside the values
     if (find_entry(items, key) == nullptr) {
-      keep_going([&] {
-        fail(entry.value_mark(), entry.path,
+      report(entry.value_mark(), entry.path,
              fmt::format("missing required key '{}' for a {} backend", key, spec.name));
-      });
     }
   }
   std::optional<ParsedAddress> url;

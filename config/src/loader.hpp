@@ -106,6 +106,8 @@ class Loader {
 
   [[noreturn]] void fail(const YAML::Mark& mark, std::string_view path,
                          std::string_view message) const;
+  // The same error kept for load() to report with the others, without stopping.
+  void report(const YAML::Mark& mark, std::string_view path, std::string_view message) const;
 
   // A setting that works but is probably not what was meant, logged where it was written
   // once the file has loaded.
@@ -257,7 +259,11 @@ class Loader {
   void override_value(const Entry& item, const std::map<std::string, BackendConfig>& backends,
                       LockOverrides& out, OverrideEntries& given) const;
 
-  // Every error kept by keep_going(), a line each (the first 20).
+  // "FILE:LINE:COL: error: PATH: MESSAGE".
+  [[nodiscard]] std::string error_text(const YAML::Mark& mark, std::string_view path,
+                                       std::string_view message) const;
+
+  // Every error kept by keep_going() and report(), a line each (the first 20).
   [[nodiscard]] std::string all_errors() const;
 
   std::map<std::string, LockOverrides> named_overrides(

@@ -253,20 +253,38 @@ long long lowest_ttl_while_paused(const std::vector<RedisServer*>& servers, Redi
   return lowest_ttl;
 }
 
+// Three masters without replicas, and a node timeout no test outlasts: a stopped master stays
+// the master of its slots.
+struct ClusterWithoutFailover {
+  ClusterWithoutFailover() {
+    cluster.start();
+    config = topology_config(Topology::kCluster, endpoints_of(cluster.master_endpoints()));
+  }
+  static RedisClusterGroup::Options options() {
+    RedisClusterGroup::Options options;
+    options.replicas_per_master = 0;
+    options.node_timeout = 30s;
+    return options;
+  }
+  // The index of the node serving the lock of `key`.
+  int master_of(const std::string& key) {
+    return cluster.master_of_slot(
+        internal::key_slot(internal::lock_keys(config.service, key).lock));
+  }
+
+  RedisClusterGroup cluster{options()};
+  Config config;
+};
+
 // One master stopped (SIGSTOP: connections are accepted, nothing is answered) with several
 // leases on it. Their renewals must fail together, not one by one at a timeout each, so that
 // a lease on another master is still renewed in time and never expires.
 TEST(Cluster, AStoppedMasterDoesNotDelayRenewalsOfLeasesOnTheOthers) {
-  RedisClusterGroup::Options options;
-  options.replicas_per_master = 0;
-  options.node_timeout = 30s;  // no failover while the master is stopped
-  RedisClusterGroup cluster(options);
-  cluster.start();
-  Config config = topology_config(Topology::kCluster, endpoints_of(cluster.master_endpoints()));
+  ClusterWithoutFailover group;  // no failover while the master is stopped
+  RedisClusterGroup& cluster = group.cluster;
+  const Config& config = group.config;
   const std::string service = config.service;
-  const auto master_of = [&](const std::string& key) {
-    return cluster.master_of_slot(internal::key_slot(internal::lock_keys(service, key).lock));
-  };
+  const auto master_of = [&](const std::string& key) { return group.master_of(key); };
   const int stalled = master_of("on-the-stalled-master-0");
   ASSERT_GE(stalled, 0);
   std::vector<std::string> stalled_keys;
@@ -314,19 +332,14 @@ TEST(Cluster, AStoppedMasterDoesNotDelayRenewalsOfLeasesOnTheOthers) {
 // waited for a whole command timeout, the lease expired.) Once resumed, the stopped masters
 // renew leases again.
 TEST(Cluster, StoppedMastersAreAskedAtOnceSoALeaseOnAHealthyOneOutlivesTheirTimeouts) {
-  RedisClusterGroup::Options options;
-  options.replicas_per_master = 0;
-  options.node_timeout = 30s;  // no failover while the masters are stopped
-  RedisClusterGroup cluster(options);
-  cluster.start();
-  Config config = topology_config(Topology::kCluster, endpoints_of(cluster.master_endpoints()));
-  ASSERT_EQ(config.backends["default"].command_timeout, 1000ms);
+  ClusterWithoutFailover group;  // no failover while the masters are stopped
+  RedisClusterGroup& cluster = group.cluster;
+  const Config& config = group.config;
+  ASSERT_EQ(config.backends.at("default").command_timeout, 1000ms);
   const std::string service = config.service;
-  const auto master_of = [&](const std::string& key) {
-    return cluster.master_of_slot(internal::key_slot(internal::lock_keys(service, key).lock));
-  };
-  // The healthy key on the master that comes last in slot-map order, stopped keys on the
-  // two others, and a spare key per stopped master for after the resume.
+  const auto master_of = [&](const std::string& key) { return group.master_of(key); };
+  // The healthy key on the master with the highest node index, stopped keys on the two
+  // others, and a spare key per stopped master for after the resume.
   std::map<int, std::vector<std::string>> by_master;
   for (int i = 0; i < 400; ++i) {
     const std::string key = "key-" + std::to_string(i);

@@ -143,13 +143,10 @@ class ClusterBackend final : public RoutedBackend {
     bool any_silent = false;
     std::size_t m = 0;
     for (const auto& [master, on_master] : by_master) {
-      const bool silent =
+      const Heard heard =
           settle_server(items, on_master, requests[m].replies, *pools[m], !handles[m], unrouted);
-      if (!silent && !answering && !requests[m].replies.empty() &&
-          requests[m].replies.front().ok()) {
-        answering = map.masters[master];
-      }
-      any_silent = any_silent || silent;
+      if (heard == Heard::kAnswered && !answering) answering = map.masters[master];
+      any_silent = any_silent || heard == Heard::kSilent;
       ++m;
     }
     handles.clear();  // broken ones are dropped by their pools
@@ -163,8 +160,9 @@ class ClusterBackend final : public RoutedBackend {
   // Reads the slot map (refresh(), skipping silent nodes) on a thread of its own, unless one
   // such read runs already.
   void refresh_in_background(std::optional<Endpoint> first) {
-    refresher_.start(
-        [this, first] { refresh(Clock::now() + config_.command_timeout, first, false); });
+    refresher_.start([this, first] {
+      refresh(Clock::now() + config_.command_timeout, first, Nodes::kSkipSilent);
+    });
   }
 
   // SCAN on every master of the slot map.
@@ -305,17 +303,16 @@ class ClusterBackend final : public RoutedBackend {
     refresh(Clock::now() + config_.command_timeout, target);
   }
 
+  // Which nodes refresh() may ask: all, or those that renewals and calls did not find silent
+  // (asking one costs a command timeout).
+  enum class Nodes { kAll, kSkipSilent };
+
   // Reads CLUSTER SLOTS from `first`, else the known masters, else the seed nodes. Calls
   // that pile up behind one refresh reuse its result.
-  // With `wait` false, returns at once while another refresh runs.
-  void refresh(Clock::time_point deadline, std::optional<Endpoint> first, bool wait = true) {
+  void refresh(Clock::time_point deadline, std::optional<Endpoint> first,
+               Nodes nodes = Nodes::kAll) {
     const std::uint64_t seen = refreshes_.load();
-    std::unique_lock refreshing(refresh_mutex_, std::defer_lock);
-    if (wait) {
-      refreshing.lock();
-    } else if (!refreshing.try_lock()) {
-      return;
-    }
+    std::lock_guard refreshing(refresh_mutex_);
     if (refreshes_.load() != seen) return;
     std::vector<Endpoint> candidates;
     if (first) candidates.push_back(*first);
@@ -332,7 +329,7 @@ class ClusterBackend final : public RoutedBackend {
         continue;  // asked already
       }
       const Endpoint& node = candidates[i];
-      if (!wait && silent(node)) continue;  // the renewal round does not wait for it
+      if (nodes == Nodes::kSkipSilent && silent(node)) continue;
       if (asked++ > 0 && Clock::now() >= deadline) break;
       Reply reply = pool_for(node)->run([](Connection& conn) {
         return conn.command({"CLUSTER", "SLOTS"});
@@ -393,7 +390,7 @@ class ClusterBackend final : public RoutedBackend {
     }
   }
 
-  // Whether renewals found `node` silent or are still opening a connection to it.
+  // Whether renewals or calls found `node` silent, or a renewal connection to it is opening.
   bool silent(const Endpoint& node) {
     std::shared_ptr<ConnectionPool> pool;
     {

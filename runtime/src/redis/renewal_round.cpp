@@ -17,15 +17,19 @@ constexpr Millis kOutcomeMargin{25};
 
 Millis ShortestLease::note(const std::vector<RenewItem>& items, Clock::time_point now) {
   std::lock_guard lock(mutex_);
-  if (known_ && now - seen_ > shortest_) known_ = false;
+  forget_if_stale(now);
   for (const auto& item : items) add(item.ttl, now);
   return known_ ? shortest_ : Millis{0};
 }
 
 void ShortestLease::granted(Millis lease, Clock::time_point now) {
   std::lock_guard lock(mutex_);
-  if (known_ && now - seen_ > shortest_) known_ = false;
+  forget_if_stale(now);
   add(lease, now);
+}
+
+void ShortestLease::forget_if_stale(Clock::time_point now) {
+  if (known_ && now - seen_ > shortest_) known_ = false;  // not renewed within its length
 }
 
 void ShortestLease::add(Millis ttl, Clock::time_point now) {
@@ -58,8 +62,7 @@ Clock::time_point RoundEnd::takes_until() const {
 }
 
 Clock::time_point RoundEnd::after_takes() const {
-  const auto now = Clock::now();
-  return std::max(now + kShortestRound, std::min(latest, std::max(deadline, now + kShortestRound)));
+  return std::max(Clock::now() + kShortestRound, std::min(latest, deadline));
 }
 
 void ask_servers(std::vector<FanOutRequest>& requests,
@@ -76,18 +79,18 @@ void ask_servers(std::vector<FanOutRequest>& requests,
   for (std::size_t k = 0; k < which.size(); ++k) requests[which[k]] = std::move(asked[k]);
 }
 
-bool settle_server(std::vector<RenewItem>& items, const std::vector<std::size_t>& on_server,
-                   const std::vector<Reply>& replies, ConnectionPool& pool, bool unconnected,
-                   std::vector<std::size_t>& unrouted) {
+Heard settle_server(std::vector<RenewItem>& items, const std::vector<std::size_t>& on_server,
+                    const std::vector<Reply>& replies, ConnectionPool& pool, bool unconnected,
+                    std::vector<std::size_t>& unrouted) {
   const bool timed_out = std::any_of(replies.begin(), replies.end(), [](const Reply& reply) {
     return reply.status() == Reply::Status::kTimeout;
   });
   const bool silent = timed_out || (unconnected && pool.silent());
-  if (silent) {
-    pool.note_silence();
-  } else if (!replies.empty() && replies.front().ok()) {
-    pool.note_answer();
-  }
+  const Heard heard = silent                                     ? Heard::kSilent
+                      : !replies.empty() && replies.front().ok() ? Heard::kAnswered
+                                                                 : Heard::kOther;
+  if (heard == Heard::kSilent) pool.note_silence();
+  if (heard == Heard::kAnswered) pool.note_answer();
   for (std::size_t k = 0; k < on_server.size(); ++k) {
     const bool answered =
         k < replies.size() && replies[k].ok() && replies[k].server_error() == ServerError::kNone;
@@ -99,7 +102,7 @@ bool settle_server(std::vector<RenewItem>& items, const std::vector<std::size_t>
       unrouted.push_back(on_server[k]);  // moved, migrating or refused: one by one
     }
   }
-  return silent;
+  return heard;
 }
 
 }  // namespace dlock::internal

@@ -6,7 +6,8 @@
 //   ask_servers(requests, handles, in_hand, end.deadline);
 //   ... take the connections still opening, until end.takes_until() ...
 //   ask_servers(requests, handles, opening, end.after_takes());
-//   settle_server(items, on_server, requests[m].replies, pool, !handles[m], unrouted);
+//   const Heard heard =
+//       settle_server(items, on_server, requests[m].replies, pool, !handles[m], unrouted);
 #pragma once
 
 #include <cstddef>
@@ -29,6 +30,7 @@ class ShortestLease {
   void granted(Millis lease, Clock::time_point now);
 
  private:
+  void forget_if_stale(Clock::time_point now);
   void add(Millis ttl, Clock::time_point now);
 
   std::mutex mutex_;
@@ -64,13 +66,20 @@ void ask_servers(std::vector<FanOutRequest>& requests,
                  const std::vector<ConnectionPool::Handle>& handles,
                  const std::vector<std::size_t>& which, Clock::time_point deadline);
 
-/// The outcomes of one server's items (`on_server`, indexes into `items`) from its replies;
-/// returns whether the server was silent, and notes that on its pool. A server that did not
-/// answer in time (stopped, blackholed), or is still being reconnected after that, fails
-/// all its items at once: one by one would cost a timeout each. Items of other failures
-/// (refused, reset, moved) go to `unrouted`, to be followed one by one.
-bool settle_server(std::vector<RenewItem>& items, const std::vector<std::size_t>& on_server,
-                   const std::vector<Reply>& replies, ConnectionPool& pool, bool unconnected,
-                   std::vector<std::size_t>& unrouted);
+/// What a server did in a round, as settle_server() read it.
+enum class Heard {
+  kSilent,    ///< no answer in time, or still being reconnected after that
+  kAnswered,  ///< its first reply came back
+  kOther,     ///< refused, reset, or nothing asked
+};
+
+/// The outcomes of one server's items (`on_server`, indexes into `items`) from its replies,
+/// noted on its pool. A server that did not answer in time (stopped, blackholed), or is
+/// still being reconnected after that, fails all its items at once: one by one would cost a
+/// timeout each. Items of other failures (refused, reset, moved) go to `unrouted`, to be
+/// followed one by one.
+Heard settle_server(std::vector<RenewItem>& items, const std::vector<std::size_t>& on_server,
+                    const std::vector<Reply>& replies, ConnectionPool& pool, bool unconnected,
+                    std::vector<std::size_t>& unrouted);
 
 }  // namespace dlock::internal
