@@ -42,6 +42,18 @@ struct Endpoint {
   }
 };
 
+/// How a Redis backend secures its connections: `rediss://` addresses and the `tls:` block.
+/// Every connection of the backend (sentinels, cluster nodes, Redlock instances and the
+/// servers they name) uses the same settings.
+struct TlsConfig {
+  bool enabled = false;     ///< the addresses are rediss://
+  std::string ca_file;      ///< certificates to trust; empty: the system's trust store
+  std::string cert_file;    ///< client certificate, for servers that require one
+  std::string key_file;     ///< its private key (unencrypted PEM)
+  std::string server_name;  ///< for SNI and verification; empty: the host connected to
+  bool verify = true;       ///< false accepts any certificate (tests only; logged)
+};
+
 /// One entry of `backends:`.
 struct BackendConfig {
   std::string name;
@@ -61,6 +73,7 @@ struct BackendConfig {
   int pool_size = 8;
   /// Longest pause between two tries while waiting, when no release notification arrives.
   Millis poll_interval{250};
+  TlsConfig tls;
 };
 
 /// Lock settings at one level of precedence; unset fields fall through to the level below.
@@ -124,8 +137,10 @@ class ConfigError : public std::runtime_error {
 [[nodiscard]] std::optional<Millis> parse_duration(std::string_view text);
 
 /// Parses `redis://[user[:password]@]host[:port][/db]` or `host:port`; IPv6 hosts in brackets.
+/// `rediss://` is the same with TLS.
 struct ParsedAddress {
   Endpoint endpoint;
+  bool tls = false;  ///< rediss://
   std::string username;
   std::string password;
   std::optional<int> database;
