@@ -7,6 +7,7 @@
 #include "redis/redlock_backend.hpp"
 #include "redis/sentinel_backend.hpp"
 #include "redis/single_backend.hpp"
+#include "redis/tls.hpp"
 
 namespace dlock {
 
@@ -32,8 +33,10 @@ std::string not_supported(const Engine& engine, std::string_view what) {
 
 }  // namespace
 
-Engine make_engine(const BackendConfig& config, const std::string& service,
-                   std::shared_ptr<Metrics> metrics) {
+namespace {
+
+Engine make_for_topology(const BackendConfig& config, const std::string& service,
+                         std::shared_ptr<Metrics> metrics) {
   const auto require_endpoints = [&](std::string_view what) {
     if (config.endpoints.empty()) {
       throw ConfigError(fmt::format("backends.{}: this backend needs {}", config.name, what));
@@ -67,6 +70,22 @@ Engine make_engine(const BackendConfig& config, const std::string& service,
       return make_redlock_backend(config, service, std::move(metrics));
   }
   throw ConfigError(fmt::format("backends.{}: unknown topology", config.name));
+}
+
+}  // namespace
+
+Engine make_engine(const BackendConfig& config, const std::string& service,
+                   std::shared_ptr<Metrics> metrics) {
+  // Read before any connection is made, so that a bad file fails dlock::init, not each call.
+  std::shared_ptr<const TlsContext> tls;
+  if (config.tls.enabled && config.topology != Topology::kMemory) {
+    std::string why;
+    tls = TlsContext::get(config.tls, why);
+    if (!tls) throw ConfigError(fmt::format("backends.{}.tls: {}", config.name, why));
+  }
+  Engine engine = make_for_topology(config, service, std::move(metrics));
+  engine.tls = std::move(tls);
+  return engine;
 }
 
 RunStore& runs_of(const Engine& engine) {

@@ -18,10 +18,15 @@
 
 namespace dlock::internal {
 
+class TlsContext;
+
 struct Engine {
   std::shared_ptr<Backend> lock;
   std::shared_ptr<RunStore> runs;       ///< null: the topology keeps no run records
   std::shared_ptr<AdminBackend> admin;  ///< null: the topology has no admin operations
+  /// The backend's TLS settings, read once when the engine is made and shared by all its
+  /// connections; null without TLS.
+  std::shared_ptr<const TlsContext> tls;
 
   /// An engine whose one object `impl` implements all three seams.
   template <typename Impl>
@@ -31,7 +36,7 @@ struct Engine {
 };
 
 /// Builds the engine for one configuration entry. Throws ConfigError for a topology this
-/// build does not support yet.
+/// build does not support yet, or TLS files that cannot be used ("backends.X.tls: ...").
 Engine make_engine(const BackendConfig& config, const std::string& service,
                    std::shared_ptr<Metrics> metrics);
 

@@ -4,80 +4,24 @@
 
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>
-#include <fcntl.h>
-#include <sys/socket.h>
 
-#include <algorithm>
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
+
+#include "redis/resp.hpp"
+#include "redis/stream.hpp"
+#include "redis/tls.hpp"
 
 namespace dlock::internal {
 namespace {
-
-timeval to_timeval(Millis d) {
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(d.count() / 1000);
-  tv.tv_usec = static_cast<suseconds_t>((d.count() % 1000) * 1000);
-  return tv;
-}
 
 std::int64_t steady_us(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
 }
 
-void to_argv(const std::vector<std::string_view>& argv, std::vector<const char*>& ptrs,
-             std::vector<size_t>& lens) {
-  ptrs.clear();
-  lens.clear();
-  for (auto a : argv) {
-    ptrs.push_back(a.data());
-    lens.push_back(a.size());
-  }
-}
+// How much one read takes from the socket; a reply larger than this is read in several.
+constexpr std::size_t kReadChunk = 16 * 1024;
 
 }  // namespace
-
-namespace {
-
-sigset_t sigpipe_set() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGPIPE);
-  return set;
-}
-
-bool sigpipe_pending() {
-  sigset_t pending;
-  sigemptyset(&pending);
-  return sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
-}
-
-}  // namespace
-
-// Guards nest: only the outermost one on a thread touches the signal mask, so that code
-// doing many writes in a row (a fan-out to several servers) pays for it once.
-thread_local int t_sigpipe_guards = 0;
-
-SigpipeGuard::SigpipeGuard() noexcept {
-  if (t_sigpipe_guards++ > 0) return;
-  const sigset_t pipe = sigpipe_set();
-  was_pending_ = sigpipe_pending();
-  if (pthread_sigmask(SIG_BLOCK, &pipe, &previous_) == 0) {
-    blocked_here_ = sigismember(&previous_, SIGPIPE) == 0;
-  }
-}
-
-SigpipeGuard::~SigpipeGuard() {
-  --t_sigpipe_guards;
-  if (!blocked_here_) return;  // an outer guard, or the caller, blocked it: theirs to handle
-  if (!was_pending_ && sigpipe_pending()) {
-    const sigset_t pipe = sigpipe_set();
-    const timespec no_wait{0, 0};
-    sigtimedwait(&pipe, nullptr, &no_wait);
-  }
-  pthread_sigmask(SIG_SETMASK, &previous_, nullptr);
-}
 
 std::string to_string(const Endpoint& endpoint) {
   return common::endpoint_text(endpoint.host, endpoint.port);
@@ -152,97 +96,25 @@ std::optional<Redirect> Reply::redirect(const Endpoint& from) const {
   return out;
 }
 
-// hiredis 0.14's own reply constructors, with limits: the same objects (freeReplyObject
-// frees them), refused (NULL, which fails the reader) above kMaxReplyElements elements or
-// kMaxReplyString bytes.
-struct ReplyLimits {
-  static void refuse(const redisReadTask* task) {
-    if (task->privdata != nullptr)
-      static_cast<Connection*>(task->privdata)->reply_too_large_ = true;
-  }
-  static redisReply* make(const redisReadTask* task, int type) {
-    auto* r = static_cast<redisReply*>(std::calloc(1, sizeof(redisReply)));
-    if (r == nullptr) return nullptr;
-    r->type = type;
-    if (task->parent != nullptr) {
-      static_cast<redisReply*>(task->parent->obj)->element[task->idx] = r;
-    }
-    return r;
-  }
-  static void* create_string(const redisReadTask* task, char* str, size_t len) {
-    if (len > kMaxReplyString) {
-      refuse(task);
-      return nullptr;
-    }
-    auto* buf = static_cast<char*>(std::malloc(len + 1));
-    if (buf == nullptr) return nullptr;
-    redisReply* r = make(task, task->type);
-    if (r == nullptr) {
-      std::free(buf);
-      return nullptr;
-    }
-    std::memcpy(buf, str, len);
-    buf[len] = '\0';
-    r->str = buf;
-    r->len = len;
-    return r;
-  }
-  static void* create_array(const redisReadTask* task, int elements) {
-    if (elements > kMaxReplyElements) {
-      refuse(task);
-      return nullptr;
-    }
-    redisReply** table = nullptr;
-    if (elements > 0) {
-      table = static_cast<redisReply**>(
-          std::calloc(static_cast<size_t>(elements), sizeof(redisReply*)));
-      if (table == nullptr) return nullptr;
-    }
-    redisReply* r = make(task, REDIS_REPLY_ARRAY);
-    if (r == nullptr) {
-      std::free(table);
-      return nullptr;
-    }
-    r->element = table;
-    r->elements = static_cast<size_t>(std::max(elements, 0));
-    return r;
-  }
-  static void* create_integer(const redisReadTask* task, long long value) {
-    redisReply* r = make(task, REDIS_REPLY_INTEGER);
-    if (r != nullptr) r->integer = value;
-    return r;
-  }
-  static void* create_nil(const redisReadTask* task) { return make(task, REDIS_REPLY_NIL); }
-  static void free_object(void* reply) { freeReplyObject(reply); }
-
-  static void install(redisContext* ctx, Connection* conn) {
-    static redisReplyObjectFunctions functions{create_string, create_array, create_integer,
-                                               create_nil, free_object};
-    ctx->reader->fn = &functions;
-    ctx->reader->privdata = conn;
-  }
-};
-
 std::unique_ptr<Connection> Connection::open(const Endpoint& endpoint, const BackendConfig& config,
                                              std::string& error, ServerKind kind) {
-  redisContext* ctx = redisConnectWithTimeout(endpoint.host.c_str(), endpoint.port,
-                                              to_timeval(config.connect_timeout));
-  if (ctx == nullptr) {
+  std::shared_ptr<const TlsContext> tls;
+  std::string why;
+  if (config.tls.enabled && !(tls = TlsContext::get(config.tls, why))) {
+    error = fmt::format("cannot connect to {}: TLS: {}", to_string(endpoint), why);
+    return nullptr;
+  }
+  auto stream = Stream::open(endpoint, std::move(tls), Clock::now() + config.connect_timeout, why);
+  if (!stream) {
+    error = fmt::format("cannot connect to {}: {}", to_string(endpoint), why);
+    return nullptr;
+  }
+  std::unique_ptr<Connection> conn(
+      new Connection(std::move(stream), endpoint, config.command_timeout));
+  if (conn->reader_ == nullptr) {
     error = fmt::format("cannot connect to {}: out of memory", to_string(endpoint));
     return nullptr;
   }
-  if (ctx->err != 0) {
-    error = fmt::format("cannot connect to {}: {}", to_string(endpoint), ctx->errstr);
-    redisFree(ctx);
-    return nullptr;
-  }
-  // A program the application starts with fork+exec must not inherit lock connections
-  // (hiredis 0.14 cannot open them with SOCK_CLOEXEC).
-  ::fcntl(ctx->fd, F_SETFD, ::fcntl(ctx->fd, F_GETFD) | FD_CLOEXEC);
-  redisSetTimeout(ctx, to_timeval(config.command_timeout));
-  redisEnableKeepAlive(ctx);
-  std::unique_ptr<Connection> conn(new Connection(ctx, endpoint));
-  ReplyLimits::install(ctx, conn.get());
   if (!config.password.empty()) {
     Reply auth = config.username.empty()
                      ? conn->command({"AUTH", config.password})
@@ -297,7 +169,15 @@ bool Connection::check_version(std::string& error) {
   return false;
 }
 
-Connection::~Connection() { redisFree(ctx_); }
+Connection::Connection(std::unique_ptr<Stream> stream, Endpoint endpoint, Millis command_timeout)
+    : stream_(std::move(stream)),
+      endpoint_(std::move(endpoint)),
+      command_timeout_(command_timeout),
+      reader_(new_reply_reader(&reply_too_large_)) {}
+
+Connection::~Connection() {
+  if (reader_ != nullptr) redisReaderFree(reader_);
+}
 
 bool Connection::measure_clock(std::string& error) {
   const auto before = Clock::now();
@@ -345,14 +225,13 @@ std::int64_t Connection::server_time_us(Clock::time_point at) {
   return steady_us(at) + server_offset_us_;
 }
 
-Reply Connection::fail_from_context() {
+bool Connection::fail(std::string why) {
+  if (!broken_ || error_.empty()) error_ = std::move(why);
   broken_ = true;
-  const bool timeout = ctx_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
-  if (timeout) {
-    return Reply::failed(
-        Reply::Status::kTimeout,
-        fmt::format("no reply from {} within the command timeout", to_string(endpoint_)));
-  }
+  return false;
+}
+
+Reply Connection::failed_reply() const {
   if (reply_too_large_) {
     return Reply::failed(
         Reply::Status::kBroken,
@@ -360,9 +239,11 @@ Reply Connection::fail_from_context() {
                     "bytes per string",
                     to_string(endpoint_), kMaxReplyElements, kMaxReplyString));
   }
+  if (error_.empty()) {
+    return Reply::failed(Reply::Status::kBroken, "connection dropped after an earlier failure");
+  }
   return Reply::failed(Reply::Status::kBroken,
-                       fmt::format("connection to {} failed: {}", to_string(endpoint_),
-                                   ctx_->errstr[0] != '\0' ? ctx_->errstr : "closed"));
+                       fmt::format("connection to {} failed: {}", to_string(endpoint_), error_));
 }
 
 Reply Connection::command(const std::vector<std::string_view>& argv) {
@@ -371,85 +252,96 @@ Reply Connection::command(const std::vector<std::string_view>& argv) {
 }
 
 void Connection::append(const std::vector<std::string_view>& argv) {
-  thread_local std::vector<const char*> ptrs;
-  thread_local std::vector<size_t> lens;
-  to_argv(argv, ptrs, lens);
-  if (redisAppendCommandArgv(ctx_, static_cast<int>(argv.size()), ptrs.data(), lens.data()) !=
-      REDIS_OK) {
-    broken_ = true;
-  }
+  if (!broken_) append_command(out_, argv);
 }
 
-int Connection::fd() const noexcept { return ctx_->fd; }
+int Connection::fd() const noexcept { return stream_->fd(); }
 
-int Connection::send_buffered() noexcept {
-  // The buffer is hiredis's output buffer (an sds string); sdslen and sdssetlen are inline
-  // in its header. It is emptied only once all of it is sent: after an error the connection
-  // is broken and never written again.
-  const std::size_t length = sdslen(ctx_->obuf);
-  std::size_t done = 0;
-  while (done < length) {
-    const ssize_t sent = ::send(ctx_->fd, ctx_->obuf + done, length - done, MSG_NOSIGNAL);
-    if (sent < 0) {
-      if (errno == EINTR) continue;
-      return errno;  // EAGAIN/EWOULDBLOCK: the send timeout (SO_SNDTIMEO) passed
-    }
-    done += static_cast<std::size_t>(sent);
-  }
-  sdssetlen(ctx_->obuf, 0);
-  ctx_->obuf[0] = '\0';
-  return 0;
+short Connection::poll_events() const noexcept {
+  const bool unsent = sent_ < out_.size();
+  return static_cast<short>(POLLIN | (unsent || read_wants_write_ ? POLLOUT : 0));
 }
+
+bool Connection::has_buffered() const noexcept { return !broken_ && stream_->has_buffered(); }
 
 bool Connection::flush() {
   if (broken_) return false;
-  if (send_buffered() != 0) {
-    broken_ = true;
-    return false;
+  while (sent_ < out_.size()) {
+    const IoResult sent = stream_->write_some(out_.data() + sent_, out_.size() - sent_);
+    if (sent.what == Io::kDone) {
+      sent_ += sent.bytes;
+    } else if (sent.what == Io::kWantRead || sent.what == Io::kWantWrite) {
+      return true;  // the rest goes once the socket takes it (poll_events asks for POLLOUT)
+    } else {
+      return fail(sent.error);
+    }
   }
+  out_.clear();
+  sent_ = 0;
   return true;
+}
+
+bool Connection::flush(Clock::time_point deadline) {
+  while (flush() && sent_ < out_.size()) {
+    if (!wait_for(fd(), POLLOUT, deadline)) {
+      return fail(fmt::format("could not send to {} in time", to_string(endpoint_)));
+    }
+  }
+  return !broken_;
 }
 
 bool Connection::read_available() {
-  if (broken_) return false;
-  if (redisBufferRead(ctx_) != REDIS_OK) {
-    broken_ = true;
-    return false;
+  if (!flush()) return false;
+  read_wants_write_ = false;
+  char chunk[kReadChunk];
+  for (;;) {
+    const IoResult got = stream_->read_some(chunk, sizeof chunk);
+    if (got.what == Io::kWantRead) return true;
+    if (got.what == Io::kWantWrite) {
+      read_wants_write_ = true;
+      return true;
+    }
+    if (got.what != Io::kDone) return fail(got.error);
+    if (redisReaderFeed(reader_, chunk, got.bytes) != REDIS_OK) return fail("unreadable reply");
+    // A short read took all the socket had; what TLS holds back, has_buffered() shows.
+    if (got.bytes < sizeof chunk) return true;
   }
-  return true;
 }
 
-std::optional<Reply> Connection::next_reply() {
-  if (broken_) return std::nullopt;
+std::optional<Reply> Connection::take_reply() {
   void* raw = nullptr;
-  if (redisGetReplyFromReader(ctx_, &raw) != REDIS_OK) {
-    broken_ = true;
+  if (redisReaderGetReply(reader_, &raw) != REDIS_OK) {
+    fail(reply_too_large_ ? "a reply too large" : "unreadable reply");
     return std::nullopt;
   }
   if (raw == nullptr) return std::nullopt;
   return Reply::ok(static_cast<redisReply*>(raw));
 }
 
-Reply Connection::read_reply() {
-  if (broken_ && ctx_->err == 0) {
-    return Reply::failed(Reply::Status::kBroken, "connection dropped after an earlier failure");
-  }
-  // Written here rather than by redisGetReply: hiredis would write() and risk a SIGPIPE.
-  if (const int error = send_buffered(); error != 0) {
-    broken_ = true;
-    if (error == EAGAIN || error == EWOULDBLOCK) {
+std::optional<Reply> Connection::next_reply() {
+  if (broken_) return std::nullopt;
+  return take_reply();
+}
+
+Reply Connection::read_reply() { return read_reply(Clock::now() + command_timeout_); }
+
+Reply Connection::read_reply(Clock::time_point deadline) {
+  if (broken_) return failed_reply();
+  if (!flush()) return failed_reply();
+  for (;;) {
+    if (auto reply = take_reply()) return std::move(*reply);
+    if (broken_) return failed_reply();
+    if (!has_buffered() && !wait_for(fd(), poll_events(), deadline)) {
+      const bool unsent = sent_ < out_.size();
+      broken_ = true;
       return Reply::failed(
           Reply::Status::kTimeout,
-          fmt::format("could not send to {} within the command timeout", to_string(endpoint_)));
+          unsent
+              ? fmt::format("could not send to {} within the command timeout", to_string(endpoint_))
+              : fmt::format("no reply from {} within the command timeout", to_string(endpoint_)));
     }
-    return Reply::failed(
-        Reply::Status::kBroken,
-        fmt::format("connection to {} failed: {}", to_string(endpoint_), std::strerror(error)));
+    if (!read_available()) return failed_reply();
   }
-  errno = 0;
-  void* raw = nullptr;
-  if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) return fail_from_context();
-  return Reply::ok(static_cast<redisReply*>(raw));
 }
 
 }  // namespace dlock::internal

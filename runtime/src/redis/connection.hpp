@@ -1,9 +1,8 @@
-// One synchronous hiredis connection with connect and command timeouts. The only code
-// that turns hiredis errors into dlock's terms; replies are read through redis/reply.hpp.
+// One connection to a Redis server (plain TCP or TLS, redis/stream.hpp) with connect and
+// command timeouts: commands go out in RESP (redis/resp.hpp), replies come back as Reply and
+// are read through redis/reply.hpp. The only code that turns I/O errors into dlock's terms.
 // Hiredis types stay inside runtime/src/redis.
 #pragma once
-
-#include <signal.h>
 
 #include <chrono>
 #include <cstdint>
@@ -15,7 +14,7 @@
 
 #include "backend.hpp"
 
-struct redisContext;
+struct redisReader;
 struct redisReply;
 
 namespace dlock::internal {
@@ -113,6 +112,8 @@ inline constexpr std::size_t kMaxReplyString = std::size_t{64} << 20;
 /// A data server has a dataset and a clock; a sentinel has neither (no SELECT, no TIME).
 enum class ServerKind { kData, kSentinel };
 
+class Stream;
+
 class Connection {
  public:
   /// Connects, authenticates and selects the database. Returns nullptr and sets `error`
@@ -124,21 +125,32 @@ class Connection {
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  /// Sends one command and waits for its reply (binary-safe arguments).
+  /// Sends one command and waits for its reply (binary-safe arguments), for up to the
+  /// command timeout.
   Reply command(const std::vector<std::string_view>& argv);
-  /// Pipelining: queue commands, then read their replies in order.
+  /// Pipelining: queue commands, then read their replies in order. Each read_reply() waits
+  /// up to the command timeout (sending what is queued counts against it).
   void append(const std::vector<std::string_view>& argv);
   Reply read_reply();
+  Reply read_reply(Clock::time_point deadline);
 
   /// Non-blocking use, for talking to several servers at once from one thread: append,
-  /// flush, then poll fd() for input, read_available() and take next_reply() until it is
-  /// empty. flush() and read_available() return false (and break the connection) on error.
+  /// flush, then poll fd() for poll_events(), call read_available() and take next_reply()
+  /// until it is empty; a connection with has_buffered() is read without waiting. flush()
+  /// sends what the socket takes now (read_available() sends the rest); both return false
+  /// (and break the connection) on error.
   bool flush();
+  /// Sends everything queued, waiting for the socket up to `deadline`.
+  bool flush(Clock::time_point deadline);
   [[nodiscard]] int fd() const noexcept;
+  [[nodiscard]] short poll_events() const noexcept;
+  [[nodiscard]] bool has_buffered() const noexcept;
   bool read_available();
   std::optional<Reply> next_reply();
   /// Gives up on replies still owed (a deadline passed): the connection is out of step.
   void abandon() noexcept { broken_ = true; }
+  /// Why the connection broke ("closed by the server", "TLS read failed: ..."), or empty.
+  [[nodiscard]] const std::string& error() const noexcept { return error_; }
 
   /// After a timeout or an I/O error the connection is out of step and must be dropped.
   [[nodiscard]] bool broken() const noexcept { return broken_; }
@@ -150,48 +162,33 @@ class Connection {
   /// The server's answer suggests the estimate is off (an acquire "arrived too late"): the
   /// next server_time_us() measures again.
   void distrust_clock() noexcept { clock_trusted_ = false; }
-  [[nodiscard]] redisContext* raw() noexcept { return ctx_; }
   [[nodiscard]] const Endpoint& endpoint() const noexcept { return endpoint_; }
 
  private:
-  Connection(redisContext* ctx, Endpoint endpoint) : ctx_(ctx), endpoint_(std::move(endpoint)) {}
-  Reply fail_from_context();
+  Connection(std::unique_ptr<Stream> stream, Endpoint endpoint, Millis command_timeout);
+  bool fail(std::string why);
+  Reply failed_reply() const;
+  /// A parsed reply, if one is complete; breaks the connection when the reader failed.
+  std::optional<Reply> take_reply();
   bool measure_clock(std::string& error);
   /// Refuses a data server older than kMinimumRedisMajor (from INFO server).
   bool check_version(std::string& error);
-  /// Sends what hiredis has buffered with send(MSG_NOSIGNAL), so that a server that closed
-  /// the connection gives EPIPE rather than a SIGPIPE, without changing the thread's signal
-  /// mask (which costs system calls on every command). Returns 0, or the errno.
-  int send_buffered() noexcept;
 
-  redisContext* ctx_;
+  std::unique_ptr<Stream> stream_;
   Endpoint endpoint_;
+  Millis command_timeout_;
+  redisReader* reader_;
+  std::string out_;  // commands queued; the first `sent_` bytes are on their way
+  std::size_t sent_ = 0;
+  bool read_wants_write_ = false;  // TLS: a read must wait until the socket is writable
   bool broken_ = false;
-  // Set by the reply reader (connection.cpp) when a reply exceeded kMaxReplyElements or
+  std::string error_;
+  // Set by the reply reader (resp.cpp) when a reply exceeded kMaxReplyElements or
   // kMaxReplyString: the reader then fails, and the connection says why.
   bool reply_too_large_ = false;
-  friend struct ReplyLimits;
   std::int64_t server_offset_us_ = 0;  // server time minus steady time
   Clock::time_point clock_measured_at_{};
   bool clock_trusted_ = false;
-};
-
-/// Blocks SIGPIPE on this thread while hiredis writes (where a write does not go through
-/// Connection, which sends with MSG_NOSIGNAL): a write to a socket the server has
-/// closed must fail with EPIPE, not end the user's process. A SIGPIPE raised meanwhile is
-/// consumed before the thread's signal mask is restored. Guards nest; only the outermost
-/// changes the mask.
-class SigpipeGuard {
- public:
-  SigpipeGuard() noexcept;
-  ~SigpipeGuard();
-  SigpipeGuard(const SigpipeGuard&) = delete;
-  SigpipeGuard& operator=(const SigpipeGuard&) = delete;
-
- private:
-  sigset_t previous_{};
-  bool was_pending_ = false;
-  bool blocked_here_ = false;
 };
 
 /// `host:port`, with IPv6 hosts in brackets.

@@ -48,7 +48,8 @@ void send_round(std::vector<FanOutRequest>& requests, std::vector<Round>& rounds
     for (std::size_t c : rounds[i].calls) request.calls[c]->append(*request.conn, eval);
     if (!request.conn->flush()) {
       fail_rest(request, rounds[i], Reply::Status::kBroken,
-                fmt::format("connection to {} failed", to_string(request.conn->endpoint())));
+                fmt::format("connection to {} failed: {}", to_string(request.conn->endpoint()),
+                            request.conn->error()));
     }
   }
 }
@@ -57,7 +58,8 @@ void send_round(std::vector<FanOutRequest>& requests, std::vector<Round>& rounds
 void read_ready(FanOutRequest& request, Round& round) {
   if (!request.conn->read_available()) {
     fail_rest(request, round, Reply::Status::kBroken,
-              fmt::format("connection to {} failed", to_string(request.conn->endpoint())));
+              fmt::format("connection to {} failed: {}", to_string(request.conn->endpoint()),
+                          request.conn->error()));
     return;
   }
   while (round.received < round.calls.size()) {
@@ -84,10 +86,12 @@ void run_round(std::vector<FanOutRequest>& requests, std::vector<Round>& rounds,
   for (;;) {
     fds.clear();
     owners.clear();
+    bool buffered = false;  // bytes TLS holds that poll() cannot see: no waiting this time
     for (std::size_t i = 0; i < requests.size(); ++i) {
       if (rounds[i].received < rounds[i].calls.size()) {
-        fds.push_back(pollfd{requests[i].conn->fd(), POLLIN, 0});
+        fds.push_back(pollfd{requests[i].conn->fd(), requests[i].conn->poll_events(), 0});
         owners.push_back(i);
+        buffered = buffered || requests[i].conn->has_buffered();
       }
     }
     if (fds.empty()) return;
@@ -98,9 +102,11 @@ void run_round(std::vector<FanOutRequest>& requests, std::vector<Round>& rounds,
           Clock::now() + std::max<Clock::duration>(2 * (Clock::now() - started), kStragglerFloor));
     }
     const auto left = std::chrono::ceil<Millis>(deadline - Clock::now()).count();
-    if (left <= 0 || ::poll(fds.data(), fds.size(), static_cast<int>(left)) == 0) break;
+    if (left <= 0) break;
+    if (::poll(fds.data(), fds.size(), buffered ? 0 : static_cast<int>(left)) == 0 && !buffered)
+      break;
     for (std::size_t f = 0; f < fds.size(); ++f) {
-      if ((fds[f].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      if (fds[f].revents == 0 && !requests[owners[f]].conn->has_buffered()) continue;
       read_ready(requests[owners[f]], rounds[owners[f]]);
     }
   }
@@ -117,7 +123,6 @@ void run_round(std::vector<FanOutRequest>& requests, std::vector<Round>& rounds,
 
 void fan_out(std::vector<FanOutRequest>& requests, Clock::time_point deadline,
              const FanOutEnough& enough) {
-  SigpipeGuard no_sigpipe;  // once for all the writes below
   std::vector<Round> rounds(requests.size());
   for (std::size_t i = 0; i < requests.size(); ++i) {
     auto& request = requests[i];

@@ -1,6 +1,5 @@
 #include "redis/subscriber.hpp"
 
-#include <hiredis/hiredis.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -144,27 +143,22 @@ bool Subscriber::flush_pending() {
   for (const auto& [channel, wanted] : batch) {
     conn_->append({wanted ? "SUBSCRIBE" : "UNSUBSCRIBE", channel});
   }
-  SigpipeGuard no_sigpipe;
-  int done = 0;
-  while (!done) {
-    if (redisBufferWrite(conn_->raw(), &done) != REDIS_OK) return false;
-  }
-  return true;
+  return conn_->flush(Clock::now() + config_.command_timeout);
 }
 
 void Subscriber::read_messages() {
-  if (redisBufferRead(conn_->raw()) != REDIS_OK) {
-    disconnect(conn_->raw()->errstr[0] != '\0' ? conn_->raw()->errstr : "closed by the server");
+  if (!conn_->read_available()) {
+    disconnect(conn_->error());
     return;
   }
   for (;;) {
-    void* raw = nullptr;
-    if (redisGetReplyFromReader(conn_->raw(), &raw) != REDIS_OK) {
-      disconnect("protocol error");
+    std::optional<Reply> next = conn_->next_reply();
+    if (conn_->broken()) {
+      disconnect(conn_->error());
       return;
     }
-    if (raw == nullptr) return;
-    Reply reply = Reply::ok(static_cast<redisReply*>(raw));
+    if (!next) return;
+    Reply reply = std::move(*next);
     const ReplyView message(reply);
     const std::string_view kind = message[0].text();
     const std::string channel(message[1].text());
@@ -213,13 +207,13 @@ void Subscriber::run() {
       disconnect("write failed");
       continue;
     }
-    pollfd fds[2] = {{conn_->raw()->fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    if (::poll(fds, 2, 1000) < 0) continue;
+    pollfd fds[2] = {{conn_->fd(), conn_->poll_events(), 0}, {wake_fd_, POLLIN, 0}};
+    if (::poll(fds, 2, conn_->has_buffered() ? 0 : 1000) < 0) continue;
     if (fds[1].revents & POLLIN) {
       std::uint64_t drained;
       [[maybe_unused]] auto n = ::read(wake_fd_, &drained, sizeof drained);
     }
-    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) read_messages();
+    if (fds[0].revents != 0 || conn_->has_buffered()) read_messages();
   }
   conn_.reset();
 }
