@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iterator>
 #include <limits>
 #include <map>
@@ -435,12 +436,9 @@ std::map<std::string, LockOverrides> Loader::named_overrides(
   return out;
 }
 
-}  // namespace dlock::internal::loading
-
-namespace dlock {
-
-Config parse_config(const std::string& yaml_text, const std::string& source_name) {
-  const internal::loading::Loader loader(source_name);
+Config parse(const std::string& yaml_text, const std::string& source_name,
+             const std::string& base_dir) {
+  const Loader loader(source_name, base_dir);
   try {
     loader.check_single_document(yaml_text);
     return loader.load(YAML::Load(yaml_text));
@@ -449,15 +447,25 @@ Config parse_config(const std::string& yaml_text, const std::string& source_name
   } catch (const YAML::DeepRecursion& error) {
     loader.fail(error.mark, "", "invalid YAML: nested too deeply");
   } catch (const YAML::ParserException& error) {
-    loader.fail(error.mark, "",
-                fmt::format("invalid YAML: {}{}", error.msg,
-                            internal::loading::syntax_hint(yaml_text, error.mark.line)));
+    loader.fail(
+        error.mark, "",
+        fmt::format("invalid YAML: {}{}", error.msg, syntax_hint(yaml_text, error.mark.line)));
   } catch (const YAML::Exception& error) {
     loader.fail(error.mark, "", error.msg);
   } catch (const std::exception& error) {
     throw ConfigError(
         fmt::format("{}: error: cannot load the configuration: {}", source_name, error.what()));
   }
+}
+
+}  // namespace dlock::internal::loading
+
+namespace dlock {
+
+Config parse_config(const std::string& yaml_text, const std::string& source_name) {
+  // source_name need not name a file: relative paths stay relative to the current directory,
+  // where load_config makes them relative to the file's directory.
+  return internal::loading::parse(yaml_text, source_name, "");
 }
 
 Config load_config(const std::string& path) {
@@ -481,7 +489,9 @@ Config load_config(const std::string& path) {
     throw ConfigError(
         fmt::format("{}: error: cannot read the configuration file: {}", path, error.message()));
   }
-  return parse_config(text, path);
+  std::error_code ignored;
+  const std::filesystem::path absolute = std::filesystem::absolute(path, ignored);
+  return internal::loading::parse(text, path, absolute.parent_path().string());
 }
 
 }  // namespace dlock

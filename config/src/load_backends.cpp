@@ -33,8 +33,8 @@ ParsedAddress Loader::address(const Entry& item, std::string_view expected,
   return *parsed;
 }
 
-std::vector<Endpoint> Loader::endpoint_list(const Entry& item, std::string_view noun,
-                                            std::string_view credentials_keys) const {
+AddressList Loader::endpoint_list(const Entry& item, std::string_view noun,
+                                  std::string_view credentials_keys) const {
   if (item.value.IsNull()) {
     fail(item.key_mark, item.path, "missing value; expected a list of addresses");
   }
@@ -46,7 +46,9 @@ std::vector<Endpoint> Loader::endpoint_list(const Entry& item, std::string_view 
   if (item.value.size() == 0) {
     fail(item.value_mark(), item.path, "the list is empty; give at least one address");
   }
-  std::vector<Endpoint> endpoints;
+  AddressList list;
+  std::string_view first_form;  // TLS or not, every entry must be like the first
+  YAML::Mark first_mark;
   std::map<std::string, YAML::Mark> seen;
   std::size_t index = 0;
   for (auto it = item.value.begin(); it != item.value.end(); ++it, ++index) {
@@ -55,6 +57,17 @@ std::vector<Endpoint> Loader::endpoint_list(const Entry& item, std::string_view 
     if (!node.IsNull() && !node.Mark().is_null()) element.key_mark = node.Mark();
     const YAML::Mark mark = element.value_mark();
     const ParsedAddress parsed = address(element, "an address like host:port", mark);
+    const std::string_view form = address_form(node.Scalar(), parsed.tls);
+    if (index == 0) {
+      list.tls = parsed.tls;
+      first_form = form;
+      first_mark = mark;
+    } else if (parsed.tls != list.tls) {
+      fail(mark, element.path,
+           fmt::format("mixes {} (here) and {} (at {}:{}) entries; write every entry as "
+                       "rediss:// for TLS, or none",
+                       form, first_form, first_mark.line + 1, first_mark.column + 1));
+    }
     if (!parsed.username.empty() || !parsed.password.empty()) {
       fail(mark, element.path,
            fmt::format("credentials are not allowed in a list entry; set {} on the backend",
@@ -71,9 +84,9 @@ std::vector<Endpoint> Loader::endpoint_list(const Entry& item, std::string_view 
                        endpoint_text(parsed.endpoint), first->second.line + 1,
                        first->second.column + 1));
     }
-    endpoints.push_back(parsed.endpoint);
+    list.endpoints.push_back(parsed.endpoint);
   }
-  return endpoints;
+  return list;
 }
 
 std::map<std::string, BackendConfig> Loader::backends(const Entry& section) const {
@@ -125,6 +138,7 @@ BackendConfig Loader::backend(const Entry& entry) const {
         address_entry = &item;
         url = address(item, "an address", item.value_mark());
         backend.endpoints = {url->endpoint};
+        backend.tls.enabled = url->tls;
       } else {
         backend_value(item, spec, backend);
       }
@@ -134,6 +148,7 @@ BackendConfig Loader::backend(const Entry& entry) const {
   if (errors_.size() != errors_before) return backend;
   if (url) merge_url(*url, *address_entry, items, backend);
   check_credentials(items, address_entry, backend);
+  check_tls(items, backend);
   warn_even_instances(items, backend);
   return backend;
 }
@@ -191,12 +206,19 @@ void Loader::check_backend_keys(const std::vector<Entry>& items, const TopologyS
 void Loader::backend_value(const Entry& item, const TopologySpec& spec,
                            BackendConfig& backend) const {
   const std::string_view key = item.key;
+  const auto read_list = [&](std::string_view noun, std::string_view credentials_keys) {
+    AddressList list = endpoint_list(item, noun, credentials_keys);
+    backend.endpoints = std::move(list.endpoints);
+    backend.tls.enabled = list.tls;
+  };
   if (key == "sentinels") {
-    backend.endpoints = endpoint_list(item, "sentinel", "sentinel_username and sentinel_password");
+    read_list("sentinel", "sentinel_username and sentinel_password");
   } else if (key == "nodes") {
-    backend.endpoints = endpoint_list(item, "node", "username and password");
+    read_list("node", "username and password");
   } else if (key == "instances") {
-    backend.endpoints = endpoint_list(item, "instance", "username and password");
+    read_list("instance", "username and password");
+  } else if (key == "tls") {
+    tls_settings(item, backend.tls);
   } else if (key == "master_name") {
     backend.master_name = non_empty(item, "a master name");
   } else if (key == "wait_replicas") {

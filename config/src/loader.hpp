@@ -1,6 +1,6 @@
-// The YAML loader, in three files: load.cpp (the document, scalar values and lock settings),
-// load_backends.cpp (the `backends:` section) and messages.cpp (the text of its messages).
-// Only these files know yaml-cpp.
+// The YAML loader, in four files: load.cpp (the document, scalar values and lock settings),
+// load_backends.cpp (the `backends:` section), load_tls.cpp (a backend's `tls:` block) and
+// messages.cpp (the text of its messages). Only these files know yaml-cpp.
 #pragma once
 
 #include <fmt/format.h>
@@ -35,8 +35,10 @@ inline constexpr std::string_view kLockKeys[] = {"lease",    "wait",     "on_bus
                                                  "min_hold", "max_hold", "backend"};
 inline constexpr std::string_view kOnBusyValues[] = {"throw", "skip"};
 inline constexpr std::string_view kRedisKeys[] = {
-    "username",        "password",      "database", "connect_timeout",
-    "command_timeout", "poll_interval", "pool_size"};
+    "username",        "password",      "database",  "connect_timeout",
+    "command_timeout", "poll_interval", "pool_size", "tls"};
+inline constexpr std::string_view kTlsKeys[] = {"ca_file", "cert_file", "key_file", "server_name",
+                                                "verify"};
 inline constexpr std::string_view kSingleKeys[] = {"address"};
 inline constexpr std::string_view kSentinelKeys[] = {"master_name", "sentinels", "wait_replicas",
                                                      "sentinel_username", "sentinel_password"};
@@ -70,6 +72,7 @@ std::string redact_address(std::string_view text);
 std::string endpoint_text(const Endpoint& endpoint);
 std::string canonical_endpoint(const Endpoint& endpoint);
 std::string address_problem(std::string_view text);
+std::string_view address_form(std::string_view text, bool tls);
 std::string syntax_hint(const std::string& text, int line);
 std::string kind_of(const YAML::Node& node);
 bool is_variable_name(std::string_view name);
@@ -93,6 +96,12 @@ struct Entry {
 
 const Entry* find_entry(const std::vector<Entry>& entries, std::string_view key);
 
+// The endpoints of a list of addresses, and whether they are rediss://.
+struct AddressList {
+  std::vector<Endpoint> endpoints;
+  bool tls = false;
+};
+
 // The entries of a lock-settings block that checks across its keys look at.
 struct OverrideEntries {
   const Entry* lease = nullptr;
@@ -102,7 +111,10 @@ struct OverrideEntries {
 
 class Loader {
  public:
-  explicit Loader(std::string source) : source_(std::move(source)) {}
+  // `base_dir`: what relative file paths in the file are relative to; empty leaves them as
+  // written (relative to the current directory).
+  Loader(std::string source, std::string base_dir)
+      : source_(std::move(source)), base_dir_(std::move(base_dir)) {}
 
   [[noreturn]] void fail(const YAML::Mark& mark, std::string_view path,
                          std::string_view message) const;
@@ -200,9 +212,9 @@ class Loader {
   // expanded text is parsed as a whole.
   ParsedAddress address(const Entry& item, std::string_view expected, const YAML::Mark& mark) const;
 
-  // sentinels, nodes, instances: plain addresses that must all differ.
-  std::vector<Endpoint> endpoint_list(const Entry& item, std::string_view noun,
-                                      std::string_view credentials_keys) const;
+  // sentinels, nodes, instances: plain addresses that must all differ, all rediss:// or none.
+  AddressList endpoint_list(const Entry& item, std::string_view noun,
+                            std::string_view credentials_keys) const;
 
   std::map<std::string, BackendConfig> backends(const Entry& section) const;
 
@@ -219,6 +231,18 @@ class Loader {
 
   // Reads one backend setting (any but `topology` and `address`) into `backend`.
   void backend_value(const Entry& item, const TopologySpec& spec, BackendConfig& backend) const;
+
+  // The `tls:` block into `tls`, all but `enabled` (which the addresses decide).
+  void tls_settings(const Entry& item, TlsConfig& tls) const;
+
+  // A file a `tls:` key names, relative to base_dir_, that must exist and be readable.
+  std::string tls_file(const Entry& item) const;
+
+  // true or false.
+  bool boolean(const Entry& item) const;
+
+  // A `tls:` block needs rediss:// addresses.
+  void check_tls(const std::vector<Entry>& items, const BackendConfig& backend) const;
 
   // What the address URL carries: user name, password, database.
   void merge_url(const ParsedAddress& url, const Entry& address_entry,
@@ -290,10 +314,16 @@ class Loader {
   };
 
   std::string source_;
+  std::string base_dir_;
   mutable std::vector<KeptError> errors_;      // see keep_going()
   mutable int failed_at_ = -1;                 // the position of the last fail()
   mutable bool backends_unknown_ = false;      // `backends` refused as a whole
   mutable std::vector<std::string> warnings_;  // see warn()
 };
+
+// The configuration in `yaml_text`, for parse_config and load_config; `base_dir` as for
+// Loader.
+[[nodiscard]] Config parse(const std::string& yaml_text, const std::string& source_name,
+                           const std::string& base_dir);
 
 }  // namespace dlock::internal::loading

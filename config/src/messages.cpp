@@ -111,16 +111,16 @@ std::optional<std::string> host_port_problem(std::string_view rest) {
 // Why parse_address refused `text`: a best guess that turns into the message's hint.
 std::string address_problem(std::string_view text) {
   constexpr std::string_view kForms =
-      "expected redis://[user[:password]@]host[:port][/db], host:port or [ipv6]:port";
+      "expected redis://[user[:password]@]host[:port][/db] (rediss:// for TLS), host:port or "
+      "[ipv6]:port";
   std::string_view rest = text;
   std::string_view database;
   if (const std::size_t scheme = text.find("://"); scheme != std::string_view::npos) {
     std::string name(text.substr(0, scheme));
     std::transform(name.begin(), name.end(), name.begin(),
                    [](char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c; });
-    if (name == "rediss") return "TLS (rediss://) is not supported; use redis://";
-    if (name != "redis") {
-      return fmt::format("unknown scheme '{}://'; use redis://", printable(name));
+    if (name != "redis" && name != "rediss") {
+      return fmt::format("unknown scheme '{}://'; use redis:// or rediss://", printable(name));
     }
     rest = text.substr(scheme + 3);
     if (const std::size_t slash = rest.find('/'); slash != std::string_view::npos) {
@@ -146,6 +146,12 @@ std::string address_problem(std::string_view text) {
   }
   if (const auto problem = host_port_problem(rest)) return *problem;
   return std::string(kForms);
+}
+
+// How an address was written, for messages about mixing TLS and plain entries.
+std::string_view address_form(std::string_view text, bool tls) {
+  if (tls) return "rediss://";
+  return text.find("://") == std::string_view::npos ? "host:port" : "redis://";
 }
 
 // `address: [::1]:6379` is a YAML list followed by junk; the parser's complaint alone does

@@ -20,6 +20,7 @@ namespace internal {
 namespace {
 
 constexpr std::string_view kRedisScheme = "redis";
+constexpr std::string_view kTlsScheme = "rediss";
 
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
@@ -167,11 +168,10 @@ std::optional<ParsedAddress> parse_address_parts(std::string_view text, const Ad
 
   const std::size_t scheme_end = text.find("://");
   if (scheme_end != std::string_view::npos) {
-    const std::string_view scheme = text.substr(0, scheme_end);
-    if (scheme.size() != internal::kRedisScheme.size()) return std::nullopt;
-    for (std::size_t i = 0; i < scheme.size(); ++i) {
-      if (internal::to_lower(scheme[i]) != internal::kRedisScheme[i]) return std::nullopt;
-    }
+    std::string scheme(text.substr(0, scheme_end));
+    for (char& c : scheme) c = internal::to_lower(c);
+    if (scheme != internal::kRedisScheme && scheme != internal::kTlsScheme) return std::nullopt;
+    result.tls = scheme == internal::kTlsScheme;
     std::string_view rest = text.substr(scheme_end + 3);
 
     const std::size_t slash = rest.find('/');

@@ -1,5 +1,6 @@
 // The configuration loader: the YAML contract of docs/CONFIG.md, its error messages and the
 // precedence of Config::resolve().
+#include "config_test_helpers.hpp"
 #include "dlock/config.hpp"
 #include "dlock/log.hpp"
 
@@ -19,18 +20,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr const char* kSource = "test.yaml";
 // Every secret in this file is this word, so one check proves none reaches a message.
 constexpr const char* kSecret = "hunter2";
-
-std::string error_of(const std::string& yaml) {
-  try {
-    (void)parse_config(yaml, kSource);
-  } catch (const ConfigError& error) {
-    return error.what();
-  }
-  return "<no error>";
-}
 
 // ---------------------------------------------------------------------------------------
 // Malformed files: each row is the text, where the error must point, and what it must say.
@@ -187,7 +178,7 @@ const BadFile kBadFiles[] = {
      "2:40", "bad address 'redis://:6379': missing host"},
     {"UnknownSchemeIsRefused",
      "backends:\n  default: {topology: single, address: \"http://h:6379\"}\n", "2:40",
-     "bad address 'http://h:6379': unknown scheme 'http://'; use redis://"},
+     "bad address 'http://h:6379': unknown scheme 'http://'; use redis:// or rediss://"},
     {"UnbracketedIpv6IsRefused",
      "backends:\n  default: {topology: single, address: \"::1:6379\"}\n", "2:40",
      "bad address '::1:6379': put an IPv6 address in brackets"},
@@ -478,16 +469,6 @@ locks:
 // Several mistakes in one file: each independent one is reported, a line each, in document
 // order, so that fixing a file does not take one run per mistake.
 
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::size_t start = 0;
-  for (std::size_t end; (end = text.find('\n', start)) != std::string::npos; start = end + 1) {
-    lines.push_back(text.substr(start, end - start));
-  }
-  lines.push_back(text.substr(start));
-  return lines;
-}
-
 TEST(SeveralMistakes, EveryIndependentMistakeIsReportedInOneErrorInDocumentOrder) {
   const auto lines = lines_of(error_of(R"(service: "bad name!"
 backends:
@@ -620,21 +601,6 @@ TEST(SeveralMistakes, ARefusedFileLogsNoWarnings) {
 
 // ---------------------------------------------------------------------------------------
 // Settings that load but deserve a warning, logged at load time with file:line:col.
-
-std::vector<std::string> warnings_of(const std::string& yaml) {
-  std::vector<std::string> lines;
-  set_log_sink([&](LogLevel level, std::string_view line) {
-    if (level == LogLevel::kWarn) lines.emplace_back(line);
-  });
-  try {
-    (void)parse_config(yaml, kSource);
-  } catch (...) {
-    set_log_sink({});
-    throw;
-  }
-  set_log_sink({});
-  return lines;
-}
 
 TEST(Warnings, ALeaseNoLongerThanItsBackendsCommandTimeoutIsWarnedAbout) {
   const auto lines = warnings_of(
@@ -976,6 +942,22 @@ TEST(ParseAddress, ReadsRedisUrls) {
   EXPECT_EQ(parse_address("redis://[::1]:6380/0")->endpoint, (Endpoint{"::1", 6380}));
   EXPECT_EQ(parse_address("redis://[::1]:6380/0")->database, 0);
   EXPECT_FALSE(parse_address("redis://h:1/")->database);
+  EXPECT_FALSE(parse_address("redis://h:1")->tls);
+  EXPECT_FALSE(parse_address("h:1")->tls);
+}
+
+TEST(ParseAddress, ReadsRedissUrlsAsRedisUrlsWithTls) {
+  const auto full = parse_address("rediss://user:pass@redis.local:6390/3");
+  ASSERT_TRUE(full);
+  EXPECT_TRUE(full->tls);
+  EXPECT_EQ(full->endpoint, (Endpoint{"redis.local", 6390}));
+  EXPECT_EQ(full->username, "user");
+  EXPECT_EQ(full->password, "pass");
+  EXPECT_EQ(full->database, 3);
+
+  EXPECT_EQ(parse_address("rediss://h")->endpoint, (Endpoint{"h", 6379}));
+  EXPECT_TRUE(parse_address("RediSS://h:1")->tls);
+  EXPECT_TRUE(parse_address("rediss://[::1]:6380")->tls);
 }
 
 TEST(ParseAddress, RefusesEmbeddedNul) {
@@ -1009,7 +991,9 @@ TEST(ParseAddress, RefusesGarbage) {
                            "redis://h/99999999999",
                            "redis://%zz@h",
                            "http://h:1",
-                           "rediss://h:1",
+                           "redisss://h:1",
+                           "rediss:/h:1",
+                           "rediss://",
                            "unix:///tmp/s",
                            "user@h:1",
                            "h:1/0",

@@ -1,0 +1,53 @@
+// What the configuration tests share: a file's first error and its warnings.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dlock/config.hpp"
+#include "dlock/log.hpp"
+
+namespace dlock {
+
+// The name the tests give parse_config for the file.
+inline constexpr const char* kSource = "test.yaml";
+
+// The text of the ConfigError that `yaml` raises, or "<no error>".
+inline std::string error_of(const std::string& yaml) {
+  try {
+    (void)parse_config(yaml, kSource);
+  } catch (const ConfigError& error) {
+    return error.what();
+  }
+  return "<no error>";
+}
+
+// `text` split at each newline.
+inline std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::size_t start = 0;
+  for (std::size_t end; (end = text.find('\n', start)) != std::string::npos; start = end + 1) {
+    lines.push_back(text.substr(start, end - start));
+  }
+  lines.push_back(text.substr(start));
+  return lines;
+}
+
+// The warnings logged while `yaml` loads; a ConfigError passes through.
+inline std::vector<std::string> warnings_of(const std::string& yaml) {
+  std::vector<std::string> lines;
+  set_log_sink([&](LogLevel level, std::string_view line) {
+    if (level == LogLevel::kWarn) lines.emplace_back(line);
+  });
+  try {
+    (void)parse_config(yaml, kSource);
+  } catch (...) {
+    set_log_sink({});
+    throw;
+  }
+  set_log_sink({});
+  return lines;
+}
+
+}  // namespace dlock
