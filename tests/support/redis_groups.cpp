@@ -1,10 +1,9 @@
+// SentinelGroup and RedlockGroup (RedisClusterGroup: redis_cluster_group.cpp).
 #include "redis_groups.hpp"
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -24,33 +23,27 @@ std::optional<std::string> field(const std::vector<std::string>& flat, std::stri
   return std::nullopt;
 }
 
+// Data-node and sentinel options for SentinelGroup::Options::tls: TLS for clients and for
+// the links between the processes (replication, sentinel to data node, sentinel hellos).
+RedisServerOptions::Tls group_tls(bool enabled, bool auth_clients) {
+  RedisServerOptions::Tls tls;
+  tls.enabled = enabled;
+  tls.auth_clients = auth_clients;
+  tls.replication = enabled;
+  return tls;
+}
+
+}  // namespace
+
+namespace detail {
 std::string logs_of(std::vector<RedisServer>& servers) {
   std::string out;
   for (auto& s : servers) out += fmt::format("=== {} ===\n{}", s.options().name, s.log_tail(20));
   return out;
 }
+}  // namespace detail
 
-// Lines of CLUSTER NODES: "<id> <ip:port@cport> <flags> <master> ... <slots...>"
-std::vector<std::vector<std::string>> cluster_nodes(RedisAdmin& admin) {
-  std::vector<std::vector<std::string>> out;
-  std::istringstream lines(admin.string({"CLUSTER", "NODES"}).value_or(""));
-  std::string line;
-  while (std::getline(lines, line)) {
-    std::istringstream words(line);
-    std::vector<std::string> w;
-    std::string word;
-    while (words >> word) w.push_back(word);
-    if (w.size() >= 8) out.push_back(std::move(w));
-  }
-  return out;
-}
-
-int port_of(const std::string& address) {  // "127.0.0.1:7000@17000"
-  const auto colon = address.rfind(':', address.find('@'));
-  return std::atoi(address.substr(colon + 1).c_str());
-}
-
-}  // namespace
+using detail::logs_of;
 
 // ---------------------------------------------------------------------------------------------
 // SentinelGroup.
@@ -58,12 +51,18 @@ int port_of(const std::string& address) {  // "127.0.0.1:7000@17000"
 SentinelGroup::SentinelGroup(Options options) : options_(std::move(options)) {}
 
 void SentinelGroup::start() {
+  start_data_nodes();
+  start_sentinels();
+}
+
+void SentinelGroup::start_data_nodes() {
   for (int i = 0; i <= options_.replicas; ++i) {
     RedisServerOptions o;
     o.name = fmt::format("sentinel-group-data{}", i);
     o.password = options_.password;
+    o.tls = group_tls(options_.tls, options_.tls_auth_clients);
     if (!options_.password.empty()) o.extra_config.push_back("masterauth " + options_.password);
-    if (i > 0) o.extra_config.push_back(fmt::format("replicaof 127.0.0.1 {}", data_[0].port()));
+    if (i > 0) o.extra_config.push_back(fmt::format("replicaof 127.0.0.1 {}", link_port(data_[0])));
     data_.emplace_back(o);
     data_.back().start();
   }
@@ -83,15 +82,19 @@ void SentinelGroup::start() {
       },
       15s);
   if (!synced) throw std::runtime_error("sentinel group: replicas did not sync\n" + logs_of(data_));
+}
 
+void SentinelGroup::start_sentinels() {
   for (int i = 0; i < options_.sentinels; ++i) {
     RedisServerOptions o;
     o.name = fmt::format("sentinel-group-sentinel{}", i);
     o.mode = RedisServerOptions::Mode::sentinel;
     o.password = options_.sentinel_password;
+    o.tls = group_tls(options_.tls, options_.tls_auth_clients);
     const auto& name = options_.master_name;
     o.extra_config = {
-        fmt::format("sentinel monitor {} 127.0.0.1 {} {}", name, data_[0].port(), options_.quorum),
+        fmt::format("sentinel monitor {} 127.0.0.1 {} {}", name, link_port(data_[0]),
+                    options_.quorum),
         fmt::format("sentinel down-after-milliseconds {} {}", name, options_.down_after.count()),
         fmt::format("sentinel failover-timeout {} {}", name, options_.failover_timeout.count()),
         fmt::format("sentinel parallel-syncs {} {}", name, options_.replicas)};
@@ -122,9 +125,28 @@ void SentinelGroup::start() {
   }
 }
 
+int SentinelGroup::link_port(const RedisServer& server) const {
+  return options_.tls ? server.tls_port() : server.port();
+}
+
+int SentinelGroup::data_index_of_port(int port) const {
+  for (std::size_t d = 0; d < data_.size(); ++d) {
+    if (port != 0 && (data_[d].port() == port || data_[d].tls_port() == port)) {
+      return static_cast<int>(d);
+    }
+  }
+  return -1;
+}
+
 std::vector<std::string> SentinelGroup::sentinel_endpoints() const {
   std::vector<std::string> out;
   for (const auto& s : sentinels_) out.push_back(s.endpoint());
+  return out;
+}
+
+std::vector<std::string> SentinelGroup::sentinel_tls_endpoints() const {
+  std::vector<std::string> out;
+  for (const auto& s : sentinels_) out.push_back(s.tls_endpoint());
   return out;
 }
 
@@ -146,10 +168,8 @@ int SentinelGroup::master_index() {
     try {
       const auto addr = sentinel_admin(s, 500ms).array({"SENTINEL", "GET-MASTER-ADDR-BY-NAME", options_.master_name});
       if (addr.size() != 2) continue;
-      const int port = std::atoi(addr[1].c_str());
-      for (std::size_t d = 0; d < data_.size(); ++d) {
-        if (data_[d].port() == port) return static_cast<int>(d);
-      }
+      const int index = data_index_of_port(std::atoi(addr[1].c_str()));
+      if (index >= 0) return index;
     } catch (const std::exception&) {
     }
   }
@@ -173,10 +193,10 @@ bool SentinelGroup::wait_stable(milliseconds timeout, int min_replicas) {
             return false;
           }
         }
-        const auto it = std::find_if(data_.begin(), data_.end(), [&](const RedisServer& d) { return d.port() == agreed; });
-        if (it == data_.end()) return false;
+        const int index = data_index_of_port(agreed);
+        if (index < 0) return false;
         try {
-          auto admin = data_admin(static_cast<std::size_t>(it - data_.begin()), 500ms);
+          auto admin = data_admin(static_cast<std::size_t>(index), 500ms);
           if (admin.array({"ROLE"}).front() != "master") return false;
           const auto info = admin.string({"INFO", "replication"}).value_or("");
           int online = 0;
@@ -229,177 +249,25 @@ void SentinelGroup::demote(std::size_t i) {
     throw std::runtime_error("demote: node is the master, or no master is known");
   }
   auto admin = data_admin(i);
-  admin.command({"REPLICAOF", "127.0.0.1", std::to_string(data_.at(static_cast<std::size_t>(master)).port())});
+  admin.command({"REPLICAOF", "127.0.0.1",
+                 std::to_string(link_port(data_.at(static_cast<std::size_t>(master))))});
   admin.command({"CONFIG", "REWRITE"});
-}
-
-// ---------------------------------------------------------------------------------------------
-// RedisClusterGroup.
-
-RedisClusterGroup::RedisClusterGroup(Options options) : options_(options) {}
-
-void RedisClusterGroup::start() {
-  const int count = options_.masters * (1 + options_.replicas_per_master);
-  std::vector<std::string> argv = {redis_cli_program(), "--cluster", "create"};
-  for (int i = 0; i < count; ++i) {
-    RedisServerOptions o;
-    o.name = fmt::format("cluster-node{}", i);
-    o.cluster = true;
-    o.extra_config = {fmt::format("cluster-node-timeout {}", options_.node_timeout.count())};
-    nodes_.emplace_back(o);
-    nodes_.back().start();
-    argv.push_back(nodes_.back().endpoint());
-  }
-  argv.insert(argv.end(), {"--cluster-replicas", std::to_string(options_.replicas_per_master), "--cluster-yes"});
-  const auto created = run_command(argv, 60s);
-  if (created.status != 0) {
-    throw std::runtime_error(fmt::format("redis-cli --cluster create failed ({}):\n{}", created.status,
-                                         created.output));
-  }
-  if (!wait_ok(30s)) throw std::runtime_error("the cluster did not reach cluster_state:ok\n" + logs_of(nodes_));
-}
-
-std::vector<std::string> RedisClusterGroup::master_endpoints() {
-  std::vector<std::string> out;
-  for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    if (!nodes_[i].running()) continue;
-    try {
-      RedisAdmin admin(nodes_[i], 1s);
-      if (admin.array({"ROLE"}).front() == "master") out.push_back(nodes_[i].endpoint());
-    } catch (const std::exception&) {
-    }
-  }
-  return out;
-}
-
-std::string RedisClusterGroup::node_id(std::size_t i) {
-  RedisAdmin admin(nodes_.at(i));
-  return admin.string({"CLUSTER", "MYID"}).value_or("");
-}
-
-int RedisClusterGroup::master_of_slot(int slot) {
-  for (auto& node : nodes_) {
-    if (!node.running()) continue;
-    try {
-      RedisAdmin admin(node, 1s);
-      for (const auto& w : cluster_nodes(admin)) {
-        if (w[2].find("master") == std::string::npos) continue;
-        for (std::size_t k = 8; k < w.size(); ++k) {
-          if (w[k].front() == '[') continue;  // migrating/importing marker
-          const auto dash = w[k].find('-');
-          const int first = std::atoi(w[k].c_str());
-          const int last = dash == std::string::npos ? first : std::atoi(w[k].c_str() + dash + 1);
-          if (slot >= first && slot <= last) {
-            const int port = port_of(w[1]);
-            for (std::size_t i = 0; i < nodes_.size(); ++i) {
-              if (nodes_[i].port() == port) return static_cast<int>(i);
-            }
-          }
-        }
-      }
-      return -1;
-    } catch (const std::exception&) {
-    }
-  }
-  return -1;
-}
-
-int RedisClusterGroup::replica_of(std::size_t master) {
-  // Each replica's own word (ROLE: slave, master host, master port, ...).
-  for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    if (i == master || !nodes_[i].running()) continue;
-    try {
-      RedisAdmin admin(nodes_[i], 1s);
-      const auto role = admin.array({"ROLE"});
-      if (role.size() >= 3 && role[0] == "slave" && std::atoi(role[2].c_str()) == nodes_.at(master).port()) {
-        return static_cast<int>(i);
-      }
-    } catch (const std::exception&) {
-    }
-  }
-  return -1;
-}
-
-bool RedisClusterGroup::wait_ok(milliseconds timeout) {
-  return wait_until(
-      [&] {
-        std::optional<std::string> first_map;
-        for (auto& node : nodes_) {
-          if (!node.running()) continue;
-          try {
-            RedisAdmin admin(node, 1s);
-            if (admin.info_field("cluster", "cluster_enabled") != "1") return false;
-            const auto info = admin.string({"CLUSTER", "INFO"}).value_or("");
-            if (info.find("cluster_state:ok") == std::string::npos) return false;
-            // Every node must see the same owner for every slot range.
-            std::vector<std::string> ranges;
-            for (const auto& w : cluster_nodes(admin)) {
-              if (w[2].find("master") == std::string::npos || w[2].find("fail") != std::string::npos) continue;
-              for (std::size_t k = 8; k < w.size(); ++k) {
-                if (w[k].front() == '[') return false;  // a migration is in progress
-                ranges.push_back(w[k] + "@" + std::to_string(port_of(w[1])));
-              }
-            }
-            std::sort(ranges.begin(), ranges.end());
-            std::string map;
-            for (const auto& r : ranges) map += r + ",";
-            if (first_map && *first_map != map) return false;
-            first_map = map;
-          } catch (const std::exception&) {
-            return false;
-          }
-        }
-        return first_map.has_value();
-      },
-      timeout, 50ms);
-}
-
-CommandResult RedisClusterGroup::reshard(std::size_t from, std::size_t to, int slots, milliseconds timeout) {
-  return run_command({redis_cli_program(), "--cluster", "reshard", nodes_.at(from).endpoint(), "--cluster-from",
-                      node_id(from), "--cluster-to", node_id(to), "--cluster-slots", std::to_string(slots),
-                      "--cluster-yes"},
-                     timeout);
-}
-
-void RedisClusterGroup::failover(std::size_t replica, milliseconds timeout) {
-  RedisAdmin admin(nodes_.at(replica));
-  // A manual failover gives up after 5 s unless the replica has caught up with its master;
-  // a replica still in its first full sync (which a master delays by 5 s) may not make it.
-  const bool synced = wait_until(
-      [&] {
-        try {
-          const std::string info = admin.command({"INFO", "replication"});
-          return info.find("master_link_status:up") != std::string::npos &&
-                 info.find("master_sync_in_progress:0") != std::string::npos;
-        } catch (const std::exception&) {
-          return false;
-        }
-      },
-      timeout, 50ms);
-  if (!synced) throw std::runtime_error("the replica did not finish syncing\n" + logs_of(nodes_));
-  if (!admin.ok({"CLUSTER", "FAILOVER"})) throw std::runtime_error("CLUSTER FAILOVER was refused");
-  const bool promoted = wait_until(
-      [&] {
-        try {
-          return admin.array({"ROLE"}).front() == "master";
-        } catch (const std::exception&) {
-          return false;
-        }
-      },
-      timeout, 20ms);
-  if (!promoted || !wait_ok(timeout)) {
-    throw std::runtime_error("CLUSTER FAILOVER did not complete in time\n" + logs_of(nodes_));
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
 // RedlockGroup.
 
-RedlockGroup::RedlockGroup(std::size_t instances, bool clock_step) {
+RedlockGroup::RedlockGroup(std::size_t instances, bool clock_step)
+    : RedlockGroup(instances,
+                   Options{.clock_step = clock_step, .tls = false, .tls_auth_clients = false}) {}
+
+RedlockGroup::RedlockGroup(std::size_t instances, Options options) {
   for (std::size_t i = 0; i < instances; ++i) {
     RedisServerOptions o;
     o.name = fmt::format("redlock{}", i);
-    o.clock_step = clock_step;
+    o.clock_step = options.clock_step;
+    o.tls.enabled = options.tls;
+    o.tls.auth_clients = options.tls_auth_clients;
     instances_.emplace_back(o);
   }
 }
@@ -411,6 +279,12 @@ void RedlockGroup::start() {
 std::vector<std::string> RedlockGroup::endpoints() const {
   std::vector<std::string> out;
   for (const auto& instance : instances_) out.push_back(instance.endpoint());
+  return out;
+}
+
+std::vector<std::string> RedlockGroup::tls_endpoints() const {
+  std::vector<std::string> out;
+  for (const auto& instance : instances_) out.push_back(instance.tls_endpoint());
   return out;
 }
 

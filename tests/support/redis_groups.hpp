@@ -13,6 +13,11 @@
 //   dlock::test::RedlockGroup quorum(5);      // 5 independent instances
 //   quorum.start();
 //
+// With `tls` each process also listens for TLS (RedisServerOptions::tls, test_pki()'s
+// certificates) and the processes talk TLS among themselves: replication, sentinel links and
+// the cluster bus. The plaintext ports stay for the harness's own checks; the *_tls_endpoints()
+// lists give the TLS ports, which are also what the sentinels and CLUSTER SLOTS over TLS name.
+//
 // Every wait is bounded; a group that does not come up throws std::runtime_error with the
 // logs of its processes.
 #pragma once
@@ -41,6 +46,12 @@ class SentinelGroup {
     std::string password;
     /// Password of the sentinels themselves (requirepass, sentinel-pass).
     std::string sentinel_password;
+    /// Data nodes and sentinels with TLS and tls-replication: replicas replicate from the
+    /// master's TLS port and announce their own, the sentinels monitor the TLS port, so
+    /// SENTINEL GET-MASTER-ADDR-BY-NAME and SENTINEL REPLICAS name TLS ports.
+    bool tls = false;
+    /// With `tls`: tls-auth-clients yes on every process (a TLS client needs a certificate).
+    bool tls_auth_clients = false;
   };
 
   explicit SentinelGroup(Options options);
@@ -57,6 +68,8 @@ class SentinelGroup {
   [[nodiscard]] RedisServer& sentinel(std::size_t i) { return sentinels_.at(i); }
   /// "127.0.0.1:PORT" of every sentinel.
   [[nodiscard]] std::vector<std::string> sentinel_endpoints() const;
+  /// "127.0.0.1:TLSPORT" of every sentinel (Options::tls).
+  [[nodiscard]] std::vector<std::string> sentinel_tls_endpoints() const;
   /// An admin client for data node i, authenticated.
   [[nodiscard]] RedisAdmin data_admin(std::size_t i, std::chrono::milliseconds timeout = std::chrono::seconds(2));
   [[nodiscard]] RedisAdmin sentinel_admin(std::size_t i, std::chrono::milliseconds timeout = std::chrono::seconds(2));
@@ -75,6 +88,13 @@ class SentinelGroup {
   void demote(std::size_t i);
 
  private:
+  void start_data_nodes();
+  void start_sentinels();
+  /// The port the processes link to: the TLS port with Options::tls.
+  [[nodiscard]] int link_port(const RedisServer& server) const;
+  /// The data node listening on `port` (plaintext or TLS); -1 if none.
+  [[nodiscard]] int data_index_of_port(int port) const;
+
   Options options_;
   std::vector<RedisServer> data_;
   std::vector<RedisServer> sentinels_;
@@ -87,6 +107,13 @@ class RedisClusterGroup {
     int masters = 3;
     int replicas_per_master = 1;
     std::chrono::milliseconds node_timeout{5000};
+    /// Nodes with TLS, tls-cluster and tls-replication: the bus and replication speak TLS,
+    /// and CLUSTER SLOTS / CLUSTER NODES asked over TLS name TLS ports (over plaintext,
+    /// plaintext ports). redis-cli creates the cluster over the plaintext ports and
+    /// reshards it over TLS (MIGRATE from a tls-cluster node speaks TLS to the port it is given).
+    bool tls = false;
+    /// With `tls`: tls-auth-clients yes on every node (a TLS client needs a certificate).
+    bool tls_auth_clients = false;
   };
 
   explicit RedisClusterGroup(Options options);
@@ -100,6 +127,8 @@ class RedisClusterGroup {
   [[nodiscard]] std::size_t size() const { return nodes_.size(); }
   /// "127.0.0.1:PORT" of every node that is a master now.
   [[nodiscard]] std::vector<std::string> master_endpoints();
+  /// "127.0.0.1:TLSPORT" of every node that is a master now (Options::tls).
+  [[nodiscard]] std::vector<std::string> master_tls_endpoints();
   [[nodiscard]] std::string node_id(std::size_t i);
   /// Index of the node serving `slot`, per node 0 (or the first node that answers).
   [[nodiscard]] int master_of_slot(int slot);
@@ -114,6 +143,15 @@ class RedisClusterGroup {
   void failover(std::size_t replica, std::chrono::milliseconds timeout);
 
  private:
+  /// Indexes of the running nodes that say they are masters.
+  [[nodiscard]] std::vector<std::size_t> master_indexes();
+  /// The node listening on `port` (plaintext or TLS); -1 if none.
+  [[nodiscard]] int index_of_port(int port) const;
+  /// `redis-cli [TLS arguments] --cluster SUBCOMMAND ARGS...`.
+  static CommandResult cluster_tool(const std::string& subcommand,
+                                    const std::vector<std::string>& args,
+                                    std::chrono::milliseconds timeout, bool over_tls);
+
   Options options_;
   std::vector<RedisServer> nodes_;
 };
@@ -122,15 +160,31 @@ class RedisClusterGroup {
 /// RedisServerOptions::clock_step (RedisServer::step_clock).
 class RedlockGroup {
  public:
+  struct Options {
+    bool clock_step = false;
+    /// Each instance also listens for TLS (tls_endpoints()).
+    bool tls = false;
+    /// With `tls`: tls-auth-clients yes (a TLS client needs a certificate).
+    bool tls_auth_clients = false;
+  };
+
   explicit RedlockGroup(std::size_t instances, bool clock_step = false);
+  RedlockGroup(std::size_t instances, Options options);
   void start();
   [[nodiscard]] RedisServer& instance(std::size_t i) { return instances_.at(i); }
   [[nodiscard]] std::size_t size() const { return instances_.size(); }
   /// "127.0.0.1:PORT" of every instance.
   [[nodiscard]] std::vector<std::string> endpoints() const;
+  /// "127.0.0.1:TLSPORT" of every instance (Options::tls).
+  [[nodiscard]] std::vector<std::string> tls_endpoints() const;
 
  private:
   std::vector<RedisServer> instances_;
 };
+
+namespace detail {
+/// The log tails of `servers`, for a group's error messages.
+std::string logs_of(std::vector<RedisServer>& servers);
+}  // namespace detail
 
 }  // namespace dlock::test

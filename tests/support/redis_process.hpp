@@ -25,6 +25,9 @@
 // One file per class: redis_server.cpp, redis_admin.cpp, child_process.cpp; the registry and
 // its safety nets in child_registry.cpp; spawning in process_spawn.cpp (process_support.hpp).
 //
+// With Options::tls the server also listens for TLS on tls_port(), with test_pki()'s
+// certificates unless others are given (test_pki.hpp).
+//
 // Groups (sentinel, cluster, Redlock) build on RedisServer: extra config lines
 // (`replicaof`, `sentinel monitor ...`), Mode::sentinel, and `cluster` for a node with its own
 // cluster bus port.
@@ -99,6 +102,20 @@ struct RedisServerOptions {
   /// the server's wall clock: TIME, redis.call('TIME') and key expiry follow it, the
   /// monotonic clock does not.
   bool clock_step = false;
+  /// TLS beside the plaintext port, which stays (RedisAdmin and the start-up PING use it):
+  /// `tls-port` on a second free port, kept across restarts like `port` (RedisServer::tls_port).
+  struct Tls {
+    bool enabled = false;
+    /// Empty: test_pki()'s server certificate and key, and its CA (test_pki.hpp).
+    std::string cert_file, key_file, ca_file;
+    /// `tls-auth-clients yes`: a TLS client must present a certificate the CA signed.
+    bool auth_clients = false;
+    /// `tls-replication yes`: a replica (and a sentinel) talks TLS to the master's tls-port;
+    /// a replica then announces its own tls-port to the master.
+    bool replication = false;
+    /// `tls-cluster yes`: the cluster bus speaks TLS, and nodes announce their tls-port.
+    bool cluster = false;
+  } tls;
   /// Bound on the wait until PING answers after a start.
   std::chrono::milliseconds start_timeout = std::chrono::seconds(5);
   /// Bound on the graceful shutdown after SIGTERM; SIGKILL follows.
@@ -157,6 +174,12 @@ class RedisServer {
   [[nodiscard]] int port() const;
   /// The cluster bus port (Options::cluster), else 0.
   [[nodiscard]] int bus_port() const;
+  /// The TLS port (Options::tls), else 0; 0 before the first start.
+  [[nodiscard]] int tls_port() const;
+  /// "127.0.0.1:TLSPORT" (port 0 without Options::tls).
+  [[nodiscard]] std::string tls_endpoint() const;
+  /// "rediss://127.0.0.1:TLSPORT".
+  [[nodiscard]] std::string tls_address() const;
   /// The process id, or -1 when not running.
   [[nodiscard]] pid_t pid() const;
   /// Always "127.0.0.1".

@@ -18,6 +18,7 @@
 
 #include "process_support.hpp"
 #include "redis_process.hpp"
+#include "test_pki.hpp"
 
 #ifndef DLOCK_REDIS_SERVER
 #define DLOCK_REDIS_SERVER "redis-server"
@@ -99,6 +100,7 @@ struct RedisServer::Impl {
   fs::path dir;
   int port = 0;
   int bus_port = 0;
+  int tls_port = 0;
   bool port_owned = false;  // the server has run on `port`: restarts keep it
   pid_t pid = -1;
   bool paused = false;
@@ -143,6 +145,7 @@ struct RedisServer::Impl {
       text += fmt::format("cluster-enabled yes\ncluster-config-file nodes.conf\ncluster-port {}\n",
                           bus_port);
     }
+    if (options.tls.enabled) text += tls_config();
     for (const auto& line : options.extra_config) text += line + '\n';
     std::ofstream out(config_file(), std::ios::trunc);
     out << text;
@@ -150,17 +153,40 @@ struct RedisServer::Impl {
     if (!out) throw std::runtime_error(fmt::format("cannot write {}", config_file().string()));
   }
 
-  void choose_ports() {
-    port = options.port != 0 ? options.port : free_loopback_port();
-    if (options.cluster) {
-      do {
-        bus_port = free_loopback_port();
-      } while (bus_port == port);
+  [[nodiscard]] std::string tls_config() const {
+    const auto& tls = options.tls;
+    const auto or_pki = [](const std::string& given, const std::string TestPki::*file) {
+      return quoted(given.empty() ? test_pki().*file : given);
+    };
+    std::string text = fmt::format("tls-port {}\n", tls_port);
+    text += fmt::format("tls-cert-file {}\n", or_pki(tls.cert_file, &TestPki::server_cert));
+    text += fmt::format("tls-key-file {}\n", or_pki(tls.key_file, &TestPki::server_key));
+    text += fmt::format("tls-ca-cert-file {}\n", or_pki(tls.ca_file, &TestPki::ca_file));
+    text += fmt::format("tls-auth-clients {}\n", tls.auth_clients ? "yes" : "no");
+    if (tls.replication) text += "tls-replication yes\n";
+    if (tls.cluster) text += "tls-cluster yes\n";
+    return text;
+  }
+
+  // Another free port, distinct from those already chosen.
+  [[nodiscard]] int other_free_port() const {
+    for (;;) {
+      const int candidate = free_loopback_port();
+      if (candidate != port && candidate != bus_port && candidate != tls_port) return candidate;
     }
   }
 
+  void choose_ports() {
+    port = options.port != 0 ? options.port : free_loopback_port();
+    bus_port = 0;
+    tls_port = 0;
+    if (options.cluster) bus_port = other_free_port();
+    if (options.tls.enabled) tls_port = other_free_port();
+  }
+
   [[nodiscard]] std::string describe() const {
-    return fmt::format("{} ({} on {}:{}, dir {})", options.name, program(), kHost, port,
+    const std::string tls = tls_port != 0 ? fmt::format(", TLS on {}", tls_port) : "";
+    return fmt::format("{} ({} on {}:{}{}, dir {})", options.name, program(), kHost, port, tls,
                        dir.string());
   }
 
@@ -440,6 +466,13 @@ bool RedisServer::running() { return impl_->check_running(); }
 bool RedisServer::paused() const { return impl_->paused; }
 int RedisServer::port() const { return impl_->port; }
 int RedisServer::bus_port() const { return impl_->bus_port; }
+int RedisServer::tls_port() const { return impl_->tls_port; }
+std::string RedisServer::tls_endpoint() const {
+  return fmt::format("{}:{}", kHost, impl_->tls_port);
+}
+std::string RedisServer::tls_address() const {
+  return fmt::format("rediss://{}:{}", kHost, impl_->tls_port);
+}
 pid_t RedisServer::pid() const { return impl_->pid; }
 std::string RedisServer::host() const { return kHost; }
 std::string RedisServer::endpoint() const { return fmt::format("{}:{}", kHost, impl_->port); }
