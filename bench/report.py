@@ -5,7 +5,8 @@ docs/BENCHMARKS.md: figure, value, reference, ratio, target, met/missed.
 
 Inputs (each optional; a missing or failed measurement becomes a row saying so):
   machine.txt                     date, CPU, load, server version
-  figure1.json, figure4.json      Google Benchmark JSON (medians of the repetitions if any)
+  figure1.json, figure4.json, figure8.json
+                                  Google Benchmark JSON (medians of the repetitions if any)
   figure7-dlock-<peer>-<settings>.json  dlock's woven cycle measured just before that peer
   figure2-<threads>.txt, figure3.txt, figure5.txt, figure6.txt, figure7-<peer>-<settings>.txt
                                   program output whose RESULT lines carry the figures
@@ -220,6 +221,20 @@ def figure7(results, table, dlock_cycle_us, dlock_handoff_us):
                           verdict(better >= 10))
 
 
+def figure8(results, table):
+    times = benchmark_us(results, "figure8.json")
+    if not times or "BM_TlsCycle" not in times or "BM_PlainCycle" not in times:
+        table.missing("8 cycle over TLS", "failed (see figure8.txt)")
+        return
+    tls, plain = times["BM_TlsCycle"], times["BM_PlainCycle"]
+    table.add("8 cycle over TLS", us(tls), f"same cycle over TCP {us(plain)}", f"{tls / plain:.2f}×",
+              "≤ 1.20×", verdict(tls / plain <= 1.20))
+    tls_ping, plain_ping = times.get("BM_TlsPing"), times.get("BM_PlainPing")
+    if tls_ping is not None and plain_ping is not None:
+        table.add("8 PING over TLS (floor)", us(tls_ping), f"PING over TCP {us(plain_ping)}",
+                  f"{tls_ping / plain_ping:.2f}×", "(the floor of the ratio above)", "")
+
+
 def main():
     if len(sys.argv) != 2 or not os.path.isdir(sys.argv[1]):
         print("usage: report.py RESULTS_DIR", file=sys.stderr)
@@ -237,6 +252,7 @@ def main():
     figure5(results, table)
     figure6(results, table)
     figure7(results, table, cycle, handoff)
+    figure8(results, table)
     table.print()
     return 0
 
