@@ -4,6 +4,7 @@
 // timeouts and never a fall-back to plain text.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -194,6 +195,24 @@ TEST(Tls, FilesThatCannotBeUsedFailInitNamingTheKey) {
   Config not_a_ca = tls_config(server);
   not_a_ca.backends["default"].tls.ca_file = test_pki().client_key;  // a key, no certificate
   EXPECT_THROW(Client{not_a_ca}, ConfigError);
+}
+
+TEST(Tls, AReplacedCaFileIsReadByTheNextConnection) {
+  RedisServer server(good_server());
+  server.start();
+  const std::filesystem::path ca = server.dir() / "rotated-ca.crt";
+  std::filesystem::copy_file(test_pki().other_ca_file, ca);
+  Config config = tls_config(server);
+  config.backends["default"].tls.ca_file = ca.string();
+  Client client(config);
+  Lease refused = client.acquire("job", settings(5s));
+  EXPECT_EQ(refused.status(), AcquireStatus::kUnavailable);
+  EXPECT_NE(refused.error().find("did not verify"), std::string::npos) << refused.error();
+
+  std::filesystem::copy_file(test_pki().ca_file, ca,
+                             std::filesystem::copy_options::overwrite_existing);
+  Lease lease = client.acquire("job", settings(5s));
+  EXPECT_TRUE(lease) << lease.error();
 }
 
 TEST(Tls, NeitherThePasswordNorKeyMaterialReachesTheLog) {

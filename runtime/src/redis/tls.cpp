@@ -6,6 +6,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <map>
@@ -77,9 +78,17 @@ bool is_ip_address(const std::string& host) {
          inet_pton(AF_INET6, host.c_str(), address) == 1;
 }
 
+// A file as of now: its path, size and time of change, so that a renewed certificate makes
+// a new context rather than finding the one made from the old file.
+std::string file_version(const std::string& path) {
+  struct stat info {};
+  if (path.empty() || ::stat(path.c_str(), &info) != 0) return path;
+  return fmt::format("{}@{}.{}:{}", path, info.st_mtim.tv_sec, info.st_mtim.tv_nsec, info.st_size);
+}
+
 std::string registry_key(const TlsConfig& c) {
-  return fmt::format("{}\n{}\n{}\n{}\n{}", c.ca_file, c.cert_file, c.key_file, c.server_name,
-                     c.verify);
+  return fmt::format("{}\n{}\n{}\n{}\n{}", file_version(c.ca_file), file_version(c.cert_file),
+                     file_version(c.key_file), c.server_name, c.verify);
 }
 
 // Loads what `config` names into `ctx`; an error names the key and the file.
