@@ -3,6 +3,7 @@
 // client certificates, and every way a certificate can fail, each a clear error within the
 // timeouts and never a fall-back to plain text.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <filesystem>
 #include <mutex>
@@ -14,6 +15,7 @@
 #include "redis/fan_out.hpp"
 #include "redis/scripts.hpp"
 #include "redis/sha1.hpp"
+#include "tcp_proxy.hpp"
 #include "test_pki.hpp"
 
 namespace dlock::test {
@@ -176,6 +178,7 @@ TEST(Tls, APlainTextServerBehindRedissIsAnErrorWithinTheTimeouts) {
   EXPECT_LT(elapsed_ms(started), 500 + 500 + 200);
   EXPECT_EQ(lease.status(), AcquireStatus::kUnavailable);
   EXPECT_NE(lease.error().find("TLS"), std::string::npos) << lease.error();
+  EXPECT_NE(lease.error().find("is it a TLS port?"), std::string::npos) << lease.error();
 }
 
 TEST(Tls, FilesThatCannotBeUsedFailInitNamingTheKey) {
@@ -229,6 +232,33 @@ TEST(Tls, NeitherThePasswordNorKeyMaterialReachesTheLog) {
   const std::string text = log.text() + refused.error();
   EXPECT_EQ(text.find("wrong-pw-123"), std::string::npos) << text;
   EXPECT_EQ(text.find("PRIVATE KEY"), std::string::npos) << text;
+}
+
+double thread_cpu_ms() {
+  rusage usage{};
+  ::getrusage(RUSAGE_THREAD, &usage);
+  return (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e3 +
+         (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e3;
+}
+
+// OpenSSL holding part of a record is not a reply on its way: the wait goes to the socket,
+// bounded by the command timeout, and does not spin.
+TEST(Tls, ARecordArrivingInPiecesIsCutOffAtTheCommandTimeoutWithoutSpinning) {
+  RedisServer server(good_server());
+  server.start();
+  ASSERT_TRUE(RedisAdmin(server).ok({"SET", "big", std::string(4000, 'x')}));
+  TcpProxy proxy(server.host(), server.tls_port());
+  const BackendConfig backend = tls_config(server).backends["default"];  // 500 ms
+  std::string error;
+  auto conn = internal::Connection::open({server.host(), proxy.port()}, backend, error);
+  ASSERT_TRUE(conn) << error;
+  proxy.trickle();  // 4 KB at a byte every 5 ms: 20 s
+  const double cpu_before = thread_cpu_ms();
+  const auto started = Clock::now();
+  const internal::Reply reply = conn->command({"GET", "big"});
+  EXPECT_EQ(reply.status(), internal::Reply::Status::kTimeout) << reply.error();
+  EXPECT_LT(elapsed_ms(started), 1500);
+  EXPECT_LT(thread_cpu_ms() - cpu_before, 250.0) << "the wait spun";
 }
 
 // A reply far larger than one TLS record, pipelined before a small one: OpenSSL may hold

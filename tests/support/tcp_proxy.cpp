@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <deque>
 #include <list>
 #include <stdexcept>
@@ -63,14 +65,16 @@ struct TcpProxy::State {
 
 namespace {
 
-// Writes what is due; returns false if the destination failed.
-bool flush(Pipe& pipe, Clock::time_point now) {
-  while (!pipe.queued.empty() && pipe.queued.front().due <= now) {
+// Writes what is due, `budget` bytes at most; returns false if the destination failed.
+bool flush(Pipe& pipe, Clock::time_point now, std::size_t budget = SIZE_MAX) {
+  while (!pipe.queued.empty() && pipe.queued.front().due <= now && budget > 0) {
     Chunk& chunk = pipe.queued.front();
-    const ssize_t n = ::send(pipe.to, chunk.bytes.data(), chunk.bytes.size(), MSG_NOSIGNAL);
+    const ssize_t n =
+        ::send(pipe.to, chunk.bytes.data(), std::min(chunk.bytes.size(), budget), MSG_NOSIGNAL);
     if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK;
     chunk.bytes.erase(0, static_cast<std::size_t>(n));
-    if (!chunk.bytes.empty()) return true;  // the socket is full; the rest goes later
+    budget -= static_cast<std::size_t>(n);
+    if (!chunk.bytes.empty()) return true;  // the socket is full, or the budget spent
     pipe.queued.pop_front();
   }
   return true;
@@ -171,7 +175,8 @@ TcpProxy::TcpProxy(std::string target_host, int target_port) : state_(std::make_
         }
         for (Pipe* pipe : {&it->up, &it->down}) {
           // Held bytes stay held in a blackhole, as a partition would hold them.
-          if (mode != Mode::kBlackhole && !flush(*pipe, now)) alive = false;
+          const std::size_t budget = mode == Mode::kTrickle && pipe == &it->down ? 1 : SIZE_MAX;
+          if (mode != Mode::kBlackhole && !flush(*pipe, now, budget)) alive = false;
           if (pipe->closed && pipe->queued.empty()) alive = false;
         }
         if (alive) {

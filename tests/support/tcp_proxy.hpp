@@ -29,6 +29,8 @@ class TcpProxy {
                  ///< heals, unless the connection was given up); connects still complete
     kDelay,      ///< bytes are copied delay() late
     kReset,      ///< every connection is closed with RST; new ones are reset at once
+    kTrickle,    ///< the server's bytes reach the client one every 5 ms (a TLS record
+                 ///< arrives in pieces); the client's go as they come
   };
 
   /// Listens on a free loopback port and forwards to target_host:target_port. Throws
@@ -42,6 +44,7 @@ class TcpProxy {
   void blackhole() { set(Mode::kBlackhole); }
   void delay(std::chrono::milliseconds delay);
   void reset() { set(Mode::kReset); }
+  void trickle() { set(Mode::kTrickle); }
   [[nodiscard]] Mode mode() const { return mode_.load(); }
 
   /// Closes every connection and the listener and joins the thread. Idempotent.

@@ -20,6 +20,8 @@ std::int64_t steady_us(Clock::time_point t) {
 
 // How much one read takes from the socket; a reply larger than this is read in several.
 constexpr std::size_t kReadChunk = 16 * 1024;
+// How many reads one read_available() makes at most (1 MiB).
+constexpr int kReadsPerCall = 64;
 
 }  // namespace
 
@@ -126,7 +128,18 @@ std::unique_ptr<Connection> Connection::open(const Endpoint& endpoint, const Bac
       return nullptr;
     }
   }
-  if (kind == ServerKind::kSentinel) return conn;
+  if (kind == ServerKind::kSentinel) {
+    // A TLS 1.3 server refuses a missing client certificate only after the handshake, at
+    // the first read: one round trip here makes that a failed open, not a broken command.
+    if (config.tls.enabled && config.password.empty()) {
+      Reply ping = conn->command({"PING"});
+      if (!ping.ok()) {
+        error = fmt::format("PING on {} failed: {}", to_string(endpoint), ping.error());
+        return nullptr;
+      }
+    }
+    return conn;
+  }
   if (config.database != 0) {
     const std::string db = std::to_string(config.database);
     Reply select = conn->command({"SELECT", db});
@@ -232,13 +245,6 @@ bool Connection::fail(std::string why) {
 }
 
 Reply Connection::failed_reply() const {
-  if (reply_too_large_) {
-    return Reply::failed(
-        Reply::Status::kBroken,
-        fmt::format("connection to {} failed: a reply exceeded the limit of {} elements or {} "
-                    "bytes per string",
-                    to_string(endpoint_), kMaxReplyElements, kMaxReplyString));
-  }
   if (error_.empty()) {
     return Reply::failed(Reply::Status::kBroken, "connection dropped after an earlier failure");
   }
@@ -258,20 +264,29 @@ void Connection::append(const std::vector<std::string_view>& argv) {
 int Connection::fd() const noexcept { return stream_->fd(); }
 
 short Connection::poll_events() const noexcept {
-  const bool unsent = sent_ < out_.size();
+  const bool unsent = sent_ < out_.size() && !write_wants_read_;
   return static_cast<short>(POLLIN | (unsent || read_wants_write_ ? POLLOUT : 0));
 }
 
-bool Connection::has_buffered() const noexcept { return !broken_ && stream_->has_buffered(); }
+bool Connection::has_buffered() const noexcept {
+  return !broken_ && !starved_ && stream_->has_buffered();
+}
+
+void Connection::abandon() noexcept {
+  broken_ = true;
+  out_of_step_ = true;
+  if (error_.empty()) error_ = "replies still owed when the deadline passed";
+}
 
 bool Connection::flush() {
   if (broken_) return false;
   while (sent_ < out_.size()) {
     const IoResult sent = stream_->write_some(out_.data() + sent_, out_.size() - sent_);
+    write_wants_read_ = sent.what == Io::kWantRead;
     if (sent.what == Io::kDone) {
       sent_ += sent.bytes;
     } else if (sent.what == Io::kWantRead || sent.what == Io::kWantWrite) {
-      return true;  // the rest goes once the socket takes it (poll_events asks for POLLOUT)
+      return true;  // the rest goes once the socket allows (poll_events says which way)
     } else {
       return fail(sent.error);
     }
@@ -283,7 +298,7 @@ bool Connection::flush() {
 
 bool Connection::flush(Clock::time_point deadline) {
   while (flush() && sent_ < out_.size()) {
-    if (!wait_for(fd(), POLLOUT, deadline)) {
+    if (!wait_for(fd(), write_wants_read_ ? POLLIN : POLLOUT, deadline)) {
       return fail(fmt::format("could not send to {} in time", to_string(endpoint_)));
     }
   }
@@ -294,8 +309,11 @@ bool Connection::read_available() {
   if (!flush()) return false;
   read_wants_write_ = false;
   char chunk[kReadChunk];
-  for (;;) {
+  // Bounded, so that a server that never stops sending cannot hold the caller here: what is
+  // left shows as readable or as has_buffered(), and the caller's deadline still counts.
+  for (int reads = 0; reads < kReadsPerCall; ++reads) {
     const IoResult got = stream_->read_some(chunk, sizeof chunk);
+    starved_ = got.what != Io::kDone;
     if (got.what == Io::kWantRead) return true;
     if (got.what == Io::kWantWrite) {
       read_wants_write_ = true;
@@ -303,15 +321,20 @@ bool Connection::read_available() {
     }
     if (got.what != Io::kDone) return fail(got.error);
     if (redisReaderFeed(reader_, chunk, got.bytes) != REDIS_OK) return fail("unreadable reply");
-    // A short read took all the socket had; what TLS holds back, has_buffered() shows.
-    if (got.bytes < sizeof chunk) return true;
+    // A short read took all the socket had. TLS returns a record at a time, and may hold
+    // more of them (read ahead): those are read until it wants the socket again.
+    if (got.bytes < sizeof chunk && !stream_->has_buffered()) return true;
   }
+  return true;
 }
 
 std::optional<Reply> Connection::take_reply() {
   void* raw = nullptr;
   if (redisReaderGetReply(reader_, &raw) != REDIS_OK) {
-    fail(reply_too_large_ ? "a reply too large" : "unreadable reply");
+    fail(reply_too_large_ ? fmt::format("a reply exceeded the limit of {} elements or {} bytes "
+                                        "per string",
+                                        kMaxReplyElements, kMaxReplyString)
+                          : std::string("unreadable reply"));
     return std::nullopt;
   }
   if (raw == nullptr) return std::nullopt;
@@ -319,7 +342,7 @@ std::optional<Reply> Connection::take_reply() {
 }
 
 std::optional<Reply> Connection::next_reply() {
-  if (broken_) return std::nullopt;
+  if (out_of_step_) return std::nullopt;
   return take_reply();
 }
 
@@ -331,16 +354,20 @@ Reply Connection::read_reply(Clock::time_point deadline) {
   for (;;) {
     if (auto reply = take_reply()) return std::move(*reply);
     if (broken_) return failed_reply();
-    if (!has_buffered() && !wait_for(fd(), poll_events(), deadline)) {
+    const bool buffered = has_buffered() && Clock::now() < deadline;
+    if (!buffered && !wait_for(fd(), poll_events(), deadline)) {
       const bool unsent = sent_ < out_.size();
-      broken_ = true;
+      abandon();
       return Reply::failed(
           Reply::Status::kTimeout,
           unsent
               ? fmt::format("could not send to {} within the command timeout", to_string(endpoint_))
               : fmt::format("no reply from {} within the command timeout", to_string(endpoint_)));
     }
-    if (!read_available()) return failed_reply();
+    if (!read_available()) {
+      if (auto reply = take_reply()) return std::move(*reply);  // it came before the failure
+      return failed_reply();
+    }
   }
 }
 

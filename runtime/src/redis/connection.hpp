@@ -146,9 +146,11 @@ class Connection {
   [[nodiscard]] short poll_events() const noexcept;
   [[nodiscard]] bool has_buffered() const noexcept;
   bool read_available();
+  /// A reply read and parsed already, if any; after an I/O failure, the ones that came
+  /// before it (a server that answered, then closed), never after abandon() or a timeout.
   std::optional<Reply> next_reply();
   /// Gives up on replies still owed (a deadline passed): the connection is out of step.
-  void abandon() noexcept { broken_ = true; }
+  void abandon() noexcept;
   /// Why the connection broke ("closed by the server", "TLS read failed: ..."), or empty.
   [[nodiscard]] const std::string& error() const noexcept { return error_; }
 
@@ -181,7 +183,12 @@ class Connection {
   std::string out_;  // commands queued; the first `sent_` bytes are on their way
   std::size_t sent_ = 0;
   bool read_wants_write_ = false;  // TLS: a read must wait until the socket is writable
+  bool write_wants_read_ = false;  // TLS: a write must wait until the socket is readable
+  // The last read found no complete TLS record: what OpenSSL holds is part of one, and
+  // only bytes from the socket help, so has_buffered() does not count it.
+  bool starved_ = true;
   bool broken_ = false;
+  bool out_of_step_ = false;  // replies owed were given up (abandon, a timeout)
   std::string error_;
   // Set by the reply reader (resp.cpp) when a reply exceeded kMaxReplyElements or
   // kMaxReplyString: the reader then fails, and the connection says why.

@@ -56,21 +56,17 @@ void send_round(std::vector<FanOutRequest>& requests, std::vector<Round>& rounds
 
 // Reads what a connection that poll() found ready has for the round.
 void read_ready(FanOutRequest& request, Round& round) {
-  if (!request.conn->read_available()) {
-    fail_rest(request, round, Reply::Status::kBroken,
-              fmt::format("connection to {} failed: {}", to_string(request.conn->endpoint()),
-                          request.conn->error()));
-    return;
-  }
+  request.conn->read_available();
+  // Replies that came before a failure (a server that answered, then closed) still count.
   while (round.received < round.calls.size()) {
     auto reply = request.conn->next_reply();
     if (!reply) break;
     request.replies[round.calls[round.received++]] = std::move(*reply);
   }
-  if (request.conn->broken()) {  // the reader failed (a protocol error, a reply too large)
+  if (request.conn->broken()) {  // I/O, a protocol error, a reply too large
     fail_rest(request, round, Reply::Status::kBroken,
-              fmt::format("connection to {} failed: unreadable reply",
-                          to_string(request.conn->endpoint())));
+              fmt::format("connection to {} failed: {}", to_string(request.conn->endpoint()),
+                          request.conn->error()));
   }
 }
 

@@ -118,8 +118,10 @@ bool Stream::handshake(Clock::time_point deadline, std::string& error) {
     const int kind = SSL_get_error(ssl_, status);
     if (kind == SSL_ERROR_WANT_READ || kind == SSL_ERROR_WANT_WRITE) {
       if (wait_for(fd_, kind == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline)) continue;
-      error =
-          fmt::format("TLS: no handshake with {} within the connect timeout", to_string(endpoint_));
+      error = fmt::format(
+          "TLS: no handshake with {} within the connect timeout (is it a TLS port? a plain-text "
+          "server does not answer one)",
+          to_string(endpoint_));
       return false;
     }
     const long verified = SSL_get_verify_result(ssl_);

@@ -4,6 +4,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <utility>
+
 #include "log.hpp"
 #include "redis/reply.hpp"
 
@@ -117,8 +119,9 @@ bool Subscriber::connect() {
   return true;
 }
 
-void Subscriber::disconnect(const std::string& why) {
+void Subscriber::disconnect(std::string why) {  // a copy: it may be the connection's own text
   conn_.reset();
+  quiet_drop_ = !heard_;
   {
     std::lock_guard lock(mutex_);
     if (connected_)
@@ -147,17 +150,14 @@ bool Subscriber::flush_pending() {
 }
 
 void Subscriber::read_messages() {
-  if (!conn_->read_available()) {
-    disconnect(conn_->error());
-    return;
-  }
+  conn_->read_available();
   for (;;) {
     std::optional<Reply> next = conn_->next_reply();
-    if (conn_->broken()) {
-      disconnect(conn_->error());
+    if (!next) {
+      if (conn_->broken()) disconnect(conn_->error());
       return;
     }
-    if (!next) return;
+    heard_ = true;
     Reply reply = std::move(*next);
     const ReplyView message(reply);
     const std::string_view kind = message[0].text();
@@ -192,7 +192,7 @@ void Subscriber::run() {
     }
     if (retarget_now && conn_) disconnect("the master moved");
     if (!conn_) {
-      if (!connect()) {
+      if (std::exchange(quiet_drop_, false) || !connect()) {
         // Interruptible back-off: a stop or retarget wakes us through the eventfd.
         pollfd pfd{wake_fd_, POLLIN, 0};
         ::poll(&pfd, 1, static_cast<int>(backoff.count()));
@@ -201,10 +201,10 @@ void Subscriber::run() {
         backoff = std::min(backoff * 2, std::min(kMaxBackoff, config_.poll_interval));
         continue;
       }
-      backoff = Millis{10};
+      heard_ = false;
     }
     if (!flush_pending()) {
-      disconnect("write failed");
+      disconnect(conn_->error());
       continue;
     }
     pollfd fds[2] = {{conn_->fd(), conn_->poll_events(), 0}, {wake_fd_, POLLIN, 0}};
@@ -214,6 +214,7 @@ void Subscriber::run() {
       [[maybe_unused]] auto n = ::read(wake_fd_, &drained, sizeof drained);
     }
     if (fds[0].revents != 0 || conn_->has_buffered()) read_messages();
+    if (heard_) backoff = Millis{10};
   }
   conn_.reset();
 }

@@ -57,7 +57,7 @@ class Subscriber {
  private:
   void run();
   bool connect();
-  void disconnect(const std::string& why);
+  void disconnect(std::string why);
   bool flush_pending();
   void read_messages();
   void wake() noexcept;
@@ -68,6 +68,11 @@ class Subscriber {
   const MessageFilter filter_;
   const std::shared_ptr<Metrics> metrics_;
   int wake_fd_ = -1;
+  // Owned by the subscriber's thread: whether the connection has brought a reply yet, and
+  // whether the last one was dropped before it did (a server that accepts connections and
+  // then refuses them: the next connect waits out the back-off).
+  bool heard_ = false;
+  bool quiet_drop_ = false;
 
   std::mutex mutex_;
   std::condition_variable confirmed_cv_;

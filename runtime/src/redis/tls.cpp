@@ -12,6 +12,8 @@
 #include <map>
 #include <mutex>
 
+#include "log.hpp"
+
 namespace dlock::internal {
 namespace {
 
@@ -78,18 +80,28 @@ bool is_ip_address(const std::string& host) {
          inet_pton(AF_INET6, host.c_str(), address) == 1;
 }
 
-// A file as of now: its path, size and time of change, so that a renewed certificate makes
-// a new context rather than finding the one made from the old file.
+// A file as of now: its size and time of change, so that a renewed certificate is noticed.
 std::string file_version(const std::string& path) {
   struct stat info {};
-  if (path.empty() || ::stat(path.c_str(), &info) != 0) return path;
-  return fmt::format("{}@{}.{}:{}", path, info.st_mtim.tv_sec, info.st_mtim.tv_nsec, info.st_size);
+  if (path.empty() || ::stat(path.c_str(), &info) != 0) return "-";
+  return fmt::format("{}.{}:{}", info.st_mtim.tv_sec, info.st_mtim.tv_nsec, info.st_size);
 }
 
-std::string registry_key(const TlsConfig& c) {
-  return fmt::format("{}\n{}\n{}\n{}\n{}", file_version(c.ca_file), file_version(c.cert_file),
-                     file_version(c.key_file), c.server_name, c.verify);
+std::string settings_key(const TlsConfig& c) {
+  return fmt::format("{}\n{}\n{}\n{}\n{}", c.ca_file, c.cert_file, c.key_file, c.server_name,
+                     c.verify);
 }
+
+std::string files_version(const TlsConfig& c) {
+  return fmt::format("{} {} {}", file_version(c.ca_file), file_version(c.cert_file),
+                     file_version(c.key_file));
+}
+
+// One TLS configuration's context, and the version of its files it was made from.
+struct Registered {
+  std::string files;
+  std::weak_ptr<const TlsContext> context;
+};
 
 // Loads what `config` names into `ctx`; an error names the key and the file.
 bool load_files(SSL_CTX* ctx, const TlsConfig& config, std::string& error) {
@@ -141,15 +153,29 @@ std::string tls_error_text(const char* fallback) {
 }
 
 std::shared_ptr<const TlsContext> TlsContext::get(const TlsConfig& config, std::string& error) {
-  static std::mutex mutex;
-  static std::map<std::string, std::weak_ptr<const TlsContext>> contexts;
-  const std::string key = registry_key(config);
-  std::lock_guard lock(mutex);
-  if (auto existing = contexts[key].lock()) return existing;
+  // Never destroyed: a connection may still be opened while the process exits.
+  static auto* const mutex = new std::mutex;
+  static auto* const contexts = new std::map<std::string, Registered>;
+  const std::string files = files_version(config);
+  std::lock_guard lock(*mutex);
+  Registered& entry = (*contexts)[settings_key(config)];
+  std::shared_ptr<const TlsContext> current = entry.context.lock();
+  if (current && entry.files == files) return current;
   std::shared_ptr<const TlsContext> made = make(config, error);
-  if (made) contexts[key] = made;
-  for (auto it = contexts.begin(); it != contexts.end();) {  // forget the ones no one holds
-    it = it->second.expired() ? contexts.erase(it) : std::next(it);
+  if (made) {
+    entry = Registered{files, made};
+  } else if (current) {
+    // Files caught in the middle of a renewal (a new certificate beside the old key), or
+    // replaced by ones that do not work: keep what worked until they change again.
+    log(LogLevel::kWarn,
+        "TLS files changed but cannot be used ({}); new connections keep "
+        "using the ones read before",
+        error);
+    entry.files = files;
+    return current;
+  }
+  for (auto it = contexts->begin(); it != contexts->end();) {  // forget the ones no one holds
+    it = it->second.context.expired() ? contexts->erase(it) : std::next(it);
   }
   return made;
 }
