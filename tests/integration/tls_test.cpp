@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -216,6 +217,28 @@ TEST(Tls, AReplacedCaFileIsReadByTheNextConnection) {
                              std::filesystem::copy_options::overwrite_existing);
   Lease lease = client.acquire("job", settings(5s));
   EXPECT_TRUE(lease) << lease.error();
+}
+
+TEST(Tls, AReplacedFileThatCannotBeUsedKeepsThePreviousSettings) {
+  RedisServer server(good_server());
+  server.start();
+  const std::filesystem::path ca = server.dir() / "renewed-ca.crt";
+  std::filesystem::copy_file(test_pki().ca_file, ca);
+  Config config = tls_config(server);
+  config.backends["default"].tls.ca_file = ca.string();
+  Client client(config);
+  ASSERT_TRUE(client.acquire("job", settings(5s)));
+  { std::ofstream(ca, std::ios::trunc) << "half-written\n"; }  // caught mid-renewal
+  LogCapture log;
+  const BackendConfig& backend = config.backends["default"];
+  std::string error;
+  for (int i = 0; i < 3; ++i) {  // new connections, not the client's pooled one
+    auto conn = internal::Connection::open({server.host(), server.tls_port()}, backend, error);
+    ASSERT_TRUE(conn) << error;
+  }
+  const std::string text = log.text();
+  EXPECT_NE(text.find("TLS files changed but cannot be used"), std::string::npos) << text;
+  EXPECT_EQ(text.find("TLS files changed"), text.rfind("TLS files changed")) << "logged once";
 }
 
 TEST(Tls, NeitherThePasswordNorKeyMaterialReachesTheLog) {
