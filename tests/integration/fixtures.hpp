@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "dlock/dlock.hpp"
 #include "redis_process.hpp"
@@ -55,5 +58,35 @@ inline std::string worker_program() { return DLOCK_TEST_WORKER; }
 inline long long elapsed_ms(Clock::time_point since) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - since).count();
 }
+
+/// Collects the log lines written while it lives; with `level`, also lowers the log level
+/// to it meanwhile (kInfo again afterwards).
+class LogCapture {
+ public:
+  explicit LogCapture(std::optional<LogLevel> level = std::nullopt) : level_(level) {
+    if (level_) set_log_level(*level_);
+    set_log_sink([this](LogLevel, std::string_view line) {
+      std::lock_guard lock(mutex_);
+      lines_.emplace_back(line);
+    });
+  }
+  ~LogCapture() {
+    set_log_sink(nullptr);
+    if (level_) set_log_level(LogLevel::kInfo);
+  }
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
+  std::string text() {
+    std::lock_guard lock(mutex_);
+    std::string all;
+    for (const auto& line : lines_) all += line + "\n";
+    return all;
+  }
+
+ private:
+  std::optional<LogLevel> level_;
+  std::mutex mutex_;
+  std::vector<std::string> lines_;
+};
 
 }  // namespace dlock::test

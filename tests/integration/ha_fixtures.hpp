@@ -11,6 +11,17 @@
 
 namespace dlock::test {
 
+/// A group that fails over quickly, with separate passwords for the data nodes and the
+/// sentinels.
+inline SentinelGroup::Options fast_sentinel_group() {
+  SentinelGroup::Options o;
+  o.down_after = 1000ms;
+  o.failover_timeout = 5000ms;
+  o.password = "data-secret";
+  o.sentinel_password = "sentinel-secret";
+  return o;
+}
+
 inline Config topology_config(Topology topology, std::vector<Endpoint> endpoints) {
   Config config;
   config.service = unique_service();

@@ -18,15 +18,6 @@
 namespace dlock::test {
 namespace {
 
-SentinelGroup::Options fast_group() {
-  SentinelGroup::Options o;
-  o.down_after = 1000ms;
-  o.failover_timeout = 5000ms;
-  o.password = "data-secret";
-  o.sentinel_password = "sentinel-secret";
-  return o;
-}
-
 // Locks and unlocks in a loop on its own thread and remembers the longest stretch without
 // a successful cycle: the outage a user of the lock would see.
 class LockLoop {
@@ -77,7 +68,7 @@ class LockLoop {
 };
 
 TEST(Sentinel, LockLoopResumesAfterSentinelFailoverAndAfterTheMasterIsKilled) {
-  SentinelGroup group(fast_group());
+  SentinelGroup group(fast_sentinel_group());
   group.start();
 
   {  // The sentinels' own credentials are checked, and never echoed.
@@ -151,7 +142,7 @@ TEST(Sentinel, LockLoopResumesAfterSentinelFailoverAndAfterTheMasterIsKilled) {
 }
 
 TEST(Sentinel, WaitReplicasUnmetReleasesTheKeyAndFailsAsUnavailable) {
-  SentinelGroup group(fast_group());
+  SentinelGroup group(fast_sentinel_group());
   group.start();
   const Config config = sentinel_config(group, 1);
   Client client(config);
@@ -169,7 +160,7 @@ TEST(Sentinel, WaitReplicasUnmetReleasesTheKeyAndFailsAsUnavailable) {
 }
 
 TEST(Sentinel, WaitReplicasAboveTheReplicaCountIsWarnedAbout) {
-  SentinelGroup group(fast_group());
+  SentinelGroup group(fast_sentinel_group());
   group.start();
   const int replicas = static_cast<int>(group.data_count()) - 1;
   std::mutex mutex;
@@ -195,7 +186,7 @@ TEST(Sentinel, WaitReplicasAboveTheReplicaCountIsWarnedAbout) {
 // The sentinels here also monitor `ours`, a standalone server; the group's own master fails
 // over, and the client of `ours` must not look its master up for that.
 TEST(Sentinel, ASwitchOfAnotherMasterTriggersNoLookup) {
-  SentinelGroup group(fast_group());
+  SentinelGroup group(fast_sentinel_group());
   group.start();
   RedisServer::Options standalone;
   standalone.password = group.options().password;
@@ -334,7 +325,7 @@ std::chrono::seconds failover_budget() {
 }
 
 TEST(Sentinel, WithWaitReplicasFailoversDuringAnEightProcessCounterLoseNoUpdate) {
-  SentinelGroup group(fast_group());
+  SentinelGroup group(fast_sentinel_group());
   group.start();
   const CounterRun run = run_counter_through_failovers(group, 1, 20, failover_budget(), false, true);
   std::printf("[ measure ] wait_replicas=1: %d failovers in %lld ms; %ld increments, counter %ld; "
@@ -350,7 +341,7 @@ TEST(Sentinel, WithWaitReplicasFailoversDuringAnEightProcessCounterLoseNoUpdate)
 // wait_replicas"). Run with --gtest_also_run_disabled_tests.
 TEST(Sentinel, DISABLED_MeasureTheCounterThroughFailoversWithoutWaitReplicas) {
   for (const bool kill : {false, true}) {
-    SentinelGroup group(fast_group());
+    SentinelGroup group(fast_sentinel_group());
     group.start();
     const CounterRun run = run_counter_through_failovers(group, 0, kill ? 5 : 10, 60s, kill, false);
     std::printf("[ measure ] wait_replicas=0, %s: %d failovers in %lld ms; %ld increments, counter %ld "

@@ -147,6 +147,20 @@ bool Stream::handshake(Clock::time_point deadline, std::string& error) {
 
 IoResult Stream::tls_result(int status, std::size_t moved, const char* doing) {
   if (status == 1) return {Io::kDone, moved, {}};
+  IoResult result = tls_failure(status, doing);
+  // Refused for want of a client certificate, the connection fails on its first exchange,
+  // often with a reset that lost the server's alert: name the cause.
+  if ((result.what == Io::kClosed || result.what == Io::kError) && !received_ &&
+      asked_for_missing_certificate(ssl_)) {
+    result = {Io::kError, 0,
+              fmt::format("TLS: {} asked for a client certificate, and none is configured "
+                          "(tls: cert_file, key_file); the connection then failed: {}",
+                          to_string(endpoint_), result.error)};
+  }
+  return result;
+}
+
+IoResult Stream::tls_failure(int status, const char* doing) {
   switch (SSL_get_error(ssl_, status)) {
     case SSL_ERROR_WANT_READ: return {Io::kWantRead, 0, {}};
     case SSL_ERROR_WANT_WRITE: return {Io::kWantWrite, 0, {}};
@@ -183,6 +197,7 @@ IoResult Stream::read_some(char* data, std::size_t capacity) {
     errno = 0;
     std::size_t got = 0;
     const int status = SSL_read_ex(ssl_, data, capacity, &got);
+    received_ = received_ || status == 1;
     return tls_result(status, got, "read");
   }
   for (;;) {

@@ -57,11 +57,13 @@ class Stream {
   Stream(int fd, Endpoint endpoint) : fd_(fd), endpoint_(std::move(endpoint)) {}
   bool handshake(Clock::time_point deadline, std::string& error);
   IoResult tls_result(int status, std::size_t moved, const char* doing);
+  IoResult tls_failure(int status, const char* doing);
 
   int fd_;
   Endpoint endpoint_;
   std::shared_ptr<const TlsContext> tls_;
   ssl_st* ssl_ = nullptr;
+  bool received_ = false;  ///< a read has returned data since the handshake
 };
 
 /// Waits until `fd` has one of `events` or `deadline` passes; false on timeout.

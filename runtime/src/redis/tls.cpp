@@ -70,6 +70,20 @@ BIO_METHOD* socket_method() {
   return method;
 }
 
+// Marks a session whose server asked for a client certificate when none is configured.
+// With TLS 1.3 the server refuses the missing certificate after the client has finished its
+// handshake, and its alert ("certificate required") is often lost: the request the client
+// sent meanwhile makes the server's close a reset. The mark lets the error say why anyway.
+int certificate_request_index() {
+  static const int index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+  return index;
+}
+
+int note_certificate_request(SSL* ssl, X509** /*cert*/, EVP_PKEY** /*key*/) {
+  SSL_set_ex_data(ssl, certificate_request_index(), ssl);
+  return 0;  // no certificate: the handshake goes on without one
+}
+
 // An encrypted key would make OpenSSL prompt on the terminal; refusing the password makes it
 // fail instead.
 int no_password(char* /*buffer*/, int /*size*/, int /*rwflag*/, void* /*user*/) { return 0; }
@@ -152,6 +166,10 @@ std::string tls_error_text(const char* fallback) {
   return text.empty() ? fallback : text;
 }
 
+bool asked_for_missing_certificate(ssl_st* ssl) {
+  return SSL_get_ex_data(ssl, certificate_request_index()) != nullptr;
+}
+
 std::shared_ptr<const TlsContext> TlsContext::get(const TlsConfig& config, std::string& error) {
   // Never destroyed: a connection may still be opened while the process exits.
   static auto* const mutex = new std::mutex;
@@ -197,6 +215,7 @@ std::shared_ptr<const TlsContext> TlsContext::make(const TlsConfig& config, std:
   // Whole records per recv; what is read ahead is found with SSL_has_pending.
   SSL_CTX_set_read_ahead(ctx, 1);
   if (!load_files(ctx, config, error)) return nullptr;
+  if (config.cert_file.empty()) SSL_CTX_set_client_cert_cb(ctx, note_certificate_request);
   return context;
 }
 

@@ -40,6 +40,10 @@ class TlsContext {
   TlsConfig config_;
 };
 
+/// Whether the server of `ssl` asked for a client certificate while the configuration has
+/// none (the handshake went on without one).
+[[nodiscard]] bool asked_for_missing_certificate(ssl_st* ssl);
+
 /// The reason OpenSSL gave for the last failure on this thread (its error queue, emptied),
 /// or `fallback`.
 [[nodiscard]] std::string tls_error_text(const char* fallback);
