@@ -88,10 +88,14 @@ int note_certificate_request(SSL* ssl, X509** /*cert*/, EVP_PKEY** /*key*/) {
 // fail instead.
 int no_password(char* /*buffer*/, int /*size*/, int /*rwflag*/, void* /*user*/) { return 0; }
 
-bool is_ip_address(const std::string& host) {
-  unsigned char address[sizeof(in6_addr)];
-  return inet_pton(AF_INET, host.c_str(), address) == 1 ||
-         inet_pton(AF_INET6, host.c_str(), address) == 1;
+// The address in `host` without an IPv6 zone ("fe80::1%eth0" is fe80::1), or empty when
+// `host` is a name.
+std::string ip_address_of(const std::string& host) {
+  const std::string address = host.substr(0, host.find('%'));
+  unsigned char bytes[sizeof(in6_addr)];
+  const bool ip = inet_pton(AF_INET, address.c_str(), bytes) == 1 ||
+                  inet_pton(AF_INET6, address.c_str(), bytes) == 1;
+  return ip ? address : std::string();
 }
 
 // A file as of now: its size and time of change, so that a renewed certificate is noticed.
@@ -234,8 +238,9 @@ ssl_st* TlsContext::new_session(int fd, const std::string& host, std::string& er
   SSL_set_bio(ssl, bio, bio);
   const std::string& name = config_.server_name.empty() ? host : config_.server_name;
   bool named = true;
-  if (is_ip_address(name)) {  // no SNI for an address (RFC 6066); checked as an IP SAN
-    named = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name.c_str()) == 1;
+  if (const std::string ip = ip_address_of(name); !ip.empty()) {
+    // No SNI for an address (RFC 6066): it is checked against the certificate's IP entries.
+    named = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), ip.c_str()) == 1;
   } else {
     named =
         SSL_set_tlsext_host_name(ssl, name.c_str()) == 1 && SSL_set1_host(ssl, name.c_str()) == 1;
