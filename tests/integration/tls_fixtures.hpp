@@ -37,4 +37,12 @@ inline void use_test_tls(BackendConfig& backend, bool client_cert) {
   }
 }
 
+/// Whether an error names a missing client certificate: the server's alert when it arrived
+/// ("tlsv13 alert certificate required"), else the client's note that the server asked for
+/// one (the alert is often lost to a reset when a request was already on its way).
+inline bool names_missing_client_certificate(const std::string& error) {
+  return error.find("certificate required") != std::string::npos ||
+         error.find("asked for a client certificate") != std::string::npos;
+}
+
 }  // namespace dlock::test

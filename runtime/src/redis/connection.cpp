@@ -349,6 +349,8 @@ std::optional<Reply> Connection::next_reply() {
 Reply Connection::read_reply() { return read_reply(Clock::now() + command_timeout_); }
 
 Reply Connection::read_reply(Clock::time_point deadline) {
+  // Replies read before the connection failed (a pipeline answered, then closed) first.
+  if (auto reply = next_reply()) return std::move(*reply);
   if (broken_) return failed_reply();
   if (!flush()) return failed_reply();
   for (;;) {

@@ -148,13 +148,18 @@ bool Stream::handshake(Clock::time_point deadline, std::string& error) {
 IoResult Stream::tls_result(int status, std::size_t moved, const char* doing) {
   if (status == 1) return {Io::kDone, moved, {}};
   IoResult result = tls_failure(status, doing);
-  // Refused for want of a client certificate, the connection fails on its first exchange,
-  // often with a reset that lost the server's alert: name the cause.
-  if ((result.what == Io::kClosed || result.what == Io::kError) && !received_ &&
-      asked_for_missing_certificate(ssl_)) {
+  // TLS 1.3 refuses a missing client certificate after the handshake, at the first
+  // exchange, often with a reset that lost the server's alert ("certificate required"). A
+  // server that asked for one and then failed before any reply likely refused it: say so,
+  // as a likely cause (it may have failed for another reason, a restart say).
+  const bool failed = result.what == Io::kClosed || result.what == Io::kError;
+  if (failed && !received_ && SSL_version(ssl_) >= TLS1_3_VERSION &&
+      asked_for_missing_certificate(ssl_) &&
+      result.error.find("certificate required") == std::string::npos) {
     result = {Io::kError, 0,
               fmt::format("TLS: {} asked for a client certificate, and none is configured "
-                          "(tls: cert_file, key_file); the connection then failed: {}",
+                          "(tls: cert_file, key_file), which is the likely cause; the "
+                          "connection failed: {}",
                           to_string(endpoint_), result.error)};
   }
   return result;

@@ -121,9 +121,11 @@ bool Subscriber::connect() {
 
 void Subscriber::disconnect(std::string why) {  // a copy: it may be the connection's own text
   conn_.reset();
-  quiet_drop_ = !heard_;
   {
     std::lock_guard lock(mutex_);
+    // Dropped while its subscriptions went unanswered: the server takes connections and
+    // then refuses them (a TLS client certificate it wants), so the next connect backs off.
+    quiet_drop_ = !heard_ && !owed_.empty();
     if (connected_)
       log(LogLevel::kWarn, "subscriber lost its connection: {}; waiters poll until it is back",
           why);

@@ -115,10 +115,12 @@ std::string files_version(const TlsConfig& c) {
                      file_version(c.key_file));
 }
 
-// One TLS configuration's context, and the version of its files it was made from.
+// One TLS configuration's last good context, and the version of its files it was made
+// from. Kept for the life of the process (one per configuration the process has used), so
+// that files caught mid-renewal find it even after every connection has gone.
 struct Registered {
   std::string files;
-  std::weak_ptr<const TlsContext> context;
+  std::shared_ptr<const TlsContext> context;
 };
 
 // Loads what `config` names into `ctx`; an error names the key and the file.
@@ -181,7 +183,7 @@ std::shared_ptr<const TlsContext> TlsContext::get(const TlsConfig& config, std::
   const std::string files = files_version(config);
   std::lock_guard lock(*mutex);
   Registered& entry = (*contexts)[settings_key(config)];
-  std::shared_ptr<const TlsContext> current = entry.context.lock();
+  const std::shared_ptr<const TlsContext> current = entry.context;
   if (current && entry.files == files) return current;
   std::shared_ptr<const TlsContext> made = make(config, error);
   if (made) {
@@ -195,9 +197,6 @@ std::shared_ptr<const TlsContext> TlsContext::get(const TlsConfig& config, std::
         error);
     entry.files = files;
     return current;
-  }
-  for (auto it = contexts->begin(); it != contexts->end();) {  // forget the ones no one holds
-    it = it->second.context.expired() ? contexts->erase(it) : std::next(it);
   }
   return made;
 }

@@ -15,11 +15,11 @@ namespace dlock::internal {
 
 class TlsContext {
  public:
-  /// The context for `config`, shared by every connection made with the same settings: an
-  /// existing one while anyone holds it, else a new one (the files are read now). When a
-  /// file has changed since (a renewed certificate), a new context is made from the files as
-  /// they are now; if they cannot be used, the existing one is kept (and a warning logged)
-  /// until they change again. Returns
+  /// The context for `config`, shared by every connection made with the same settings: the
+  /// one made before, else a new one (the files are read now). When a file has changed
+  /// since (a renewed certificate), a new context is made from the files as they are now; if
+  /// they cannot be used, the one made before is kept (and a warning logged) until they
+  /// change again. Returns
   /// nullptr and sets `error` ("cannot load ca_file /path: reason") when a file cannot be
   /// used; never includes key material.
   static std::shared_ptr<const TlsContext> get(const TlsConfig& config, std::string& error);
