@@ -247,15 +247,22 @@ TEST(Tls, ARecordArrivingInPiecesIsCutOffAtTheCommandTimeoutWithoutSpinning) {
   EXPECT_LT(thread_cpu_ms() - cpu_before, 250.0) << "the wait spun";
 }
 
+// One connection to the server's TLS port, as a backend configured by tls_config() opens it.
+std::unique_ptr<internal::Connection> open_tls_connection(const RedisServer& server) {
+  const BackendConfig backend = tls_config(server).backends["default"];
+  std::string error;
+  auto conn = internal::Connection::open({server.host(), server.tls_port()}, backend, error);
+  EXPECT_TRUE(conn) << error;
+  return conn;
+}
+
 // QUIT is answered, then the server closes (over TLS with a close_notify behind the reply):
 // the replies that came before the close are the caller's, not a failure.
 TEST(Tls, RepliesThatCameBeforeTheServerClosedAreDelivered) {
   RedisServer server(good_server());
   server.start();
-  const BackendConfig backend = tls_config(server).backends["default"];
-  std::string error;
-  auto conn = internal::Connection::open({server.host(), server.tls_port()}, backend, error);
-  ASSERT_TRUE(conn) << error;
+  auto conn = open_tls_connection(server);
+  ASSERT_TRUE(conn);
   conn->append({"PING"});
   conn->append({"ECHO", "second"});
   conn->append({"QUIT"});
@@ -274,10 +281,8 @@ TEST(Tls, RepliesThatCameBeforeTheServerClosedAreDelivered) {
 TEST(Tls, AFanOutReadsALargeReplyAndTheOneBehindItWellBeforeTheDeadline) {
   RedisServer server(good_server());
   server.start();
-  const BackendConfig backend = tls_config(server).backends["default"];
-  std::string error;
-  auto conn = internal::Connection::open({server.host(), server.tls_port()}, backend, error);
-  ASSERT_TRUE(conn) << error;
+  auto conn = open_tls_connection(server);
+  ASSERT_TRUE(conn);
   const std::string big_text = "return string.rep('x', 200000)";
   const std::string small_text = "return 'small'";
   const internal::Script big{"big", big_text, internal::sha1_hex(big_text)};
