@@ -239,12 +239,21 @@ TEST_F(Tls, ADirectoryIsRefused) {
                 (dir_ / "certs").string() + "': it is a directory");
 }
 
+// Root reads any file, so the check runs in a child that is not root (an unprivileged user
+// when the test runs as root, as in CI).
 TEST_F(Tls, AnUnreadableFileIsRefused) {
-  if (::geteuid() == 0) GTEST_SKIP() << "root reads any file";
   fs::permissions(dir_ / "client.key", fs::perms::none);
-  EXPECT_EQ(error_of(with_ca_file("${DLOCK_TEST_TLS}/client.key")),
-            "test.yaml:6:16: error: backends.default.tls.ca_file: cannot read '" +
-                (dir_ / "client.key").string() + "': Permission denied");
+  const std::string expected =
+      "test.yaml:6:16: error: backends.default.tls.ca_file: cannot read '" +
+      (dir_ / "client.key").string() + "': Permission denied";
+  const std::string yaml = with_ca_file("${DLOCK_TEST_TLS}/client.key");
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) std::_Exit(2);
+        std::_Exit(error_of(yaml) == expected ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 TEST_F(Tls, RelativePathsAreRelativeToTheConfigurationFilesDirectory) {
