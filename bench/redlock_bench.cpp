@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "cycle_bench.hpp"
 #include "dlock/dlock.hpp"
 #include "redis_groups.hpp"
 
@@ -67,24 +68,15 @@ dlock::Config config_for(dlock::Topology topology, std::size_t instances) {
   return config;
 }
 
-void cycle(benchmark::State& state, const dlock::Config& config) {
-  dlock::Client client(config);
-  dlock::LockSettings settings;
-  settings.lease = 30s;
-  settings.wait = 0ms;
-  for (auto _ : state) {
-    dlock::Lease lease = client.acquire("bench-key", settings);
-    if (!lease) state.SkipWithError("not acquired");
-    benchmark::DoNotOptimize(lease.token());
-  }
-}
-
 // The single node is instance 0 of the same group: same kind of server, same machine load.
-void BM_SingleCycle(benchmark::State& state) { cycle(state, config_for(dlock::Topology::kSingle, 1)); }
+void BM_SingleCycle(benchmark::State& state) {
+  dlock::bench::lock_release_cycles(state, config_for(dlock::Topology::kSingle, 1));
+}
 BENCHMARK(BM_SingleCycle);
 
 void BM_RedlockCycle(benchmark::State& state) {
-  cycle(state, config_for(dlock::Topology::kRedlock, static_cast<std::size_t>(state.range(0))));
+  dlock::bench::lock_release_cycles(
+      state, config_for(dlock::Topology::kRedlock, static_cast<std::size_t>(state.range(0))));
 }
 BENCHMARK(BM_RedlockCycle)->Arg(3)->Arg(5);
 

@@ -20,11 +20,11 @@
 #include <sstream>
 
 #include "bench_support.hpp"
+#include "cycle_bench.hpp"
 #include "dlock/dlock.hpp"
 
 namespace {
 
-using namespace std::chrono_literals;
 using dlock::bench::RawConnection;
 
 void BM_RawPing(benchmark::State& state) {
@@ -69,15 +69,7 @@ void BM_RawDlockScripts(benchmark::State& state) {
 BENCHMARK(BM_RawDlockScripts);
 
 void BM_LockReleaseCycle(benchmark::State& state) {
-  dlock::Client client(dlock::bench::single_node_config("bench"));
-  dlock::LockSettings settings;
-  settings.lease = 30s;
-  settings.wait = 0ms;
-  for (auto _ : state) {
-    dlock::Lease lease = client.acquire("bench-key", settings);
-    if (!lease) state.SkipWithError("not acquired");
-    benchmark::DoNotOptimize(lease.token());
-  }
+  dlock::bench::lock_release_cycles(state, dlock::bench::single_node_config("bench"));
 }
 BENCHMARK(BM_LockReleaseCycle);
 

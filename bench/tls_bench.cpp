@@ -11,16 +11,13 @@
 //                   can avoid
 #include <benchmark/benchmark.h>
 
-#include <chrono>
-
+#include "cycle_bench.hpp"
 #include "dlock/dlock.hpp"
 #include "redis/connection.hpp"
 #include "redis_process.hpp"
 #include "test_pki.hpp"
 
 namespace {
-
-using namespace std::chrono_literals;
 
 dlock::test::RedisServer& tls_server() {
   static dlock::test::RedisServer server = [] {
@@ -46,18 +43,6 @@ dlock::Config config(bool tls) {
   return config;
 }
 
-void cycle(benchmark::State& state, bool tls) {
-  dlock::Client client(config(tls));
-  dlock::LockSettings settings;
-  settings.lease = 30s;
-  settings.wait = 0ms;
-  for (auto _ : state) {
-    dlock::Lease lease = client.acquire("bench-key", settings);
-    if (!lease) state.SkipWithError("not acquired");
-    benchmark::DoNotOptimize(lease.token());
-  }
-}
-
 void ping(benchmark::State& state, bool tls) {
   const dlock::BackendConfig backend = config(tls).backends["default"];
   std::string error;
@@ -71,8 +56,12 @@ void ping(benchmark::State& state, bool tls) {
   }
 }
 
-void BM_PlainCycle(benchmark::State& state) { cycle(state, false); }
-void BM_TlsCycle(benchmark::State& state) { cycle(state, true); }
+void BM_PlainCycle(benchmark::State& state) {
+  dlock::bench::lock_release_cycles(state, config(false));
+}
+void BM_TlsCycle(benchmark::State& state) {
+  dlock::bench::lock_release_cycles(state, config(true));
+}
 void BM_PlainPing(benchmark::State& state) { ping(state, false); }
 void BM_TlsPing(benchmark::State& state) { ping(state, true); }
 BENCHMARK(BM_PlainCycle);

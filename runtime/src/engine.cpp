@@ -33,10 +33,8 @@ std::string not_supported(const Engine& engine, std::string_view what) {
 
 }  // namespace
 
-namespace {
-
-Engine make_for_topology(const BackendConfig& config, const std::string& service,
-                         std::shared_ptr<Metrics> metrics) {
+Engine make_engine(const BackendConfig& config, const std::string& service,
+                   std::shared_ptr<Metrics> metrics) {
   const auto require_endpoints = [&](std::string_view what) {
     if (config.endpoints.empty()) {
       throw ConfigError(fmt::format("backends.{}: this backend needs {}", config.name, what));
@@ -48,6 +46,13 @@ Engine make_for_topology(const BackendConfig& config, const std::string& service
     throw ConfigError(fmt::format(
         "backends.{}: a user name without a password would connect as the 'default' user",
         config.name));
+  }
+  // Read before any connection is made, so that a bad file fails dlock::init, not each call;
+  // the connections find the context in TlsContext's registry.
+  std::string why;
+  if (config.tls.enabled && config.topology != Topology::kMemory &&
+      !TlsContext::get(config.tls, why)) {
+    throw ConfigError(fmt::format("backends.{}.tls: {}", config.name, why));
   }
   switch (config.topology) {
     case Topology::kMemory:
@@ -70,22 +75,6 @@ Engine make_for_topology(const BackendConfig& config, const std::string& service
       return make_redlock_backend(config, service, std::move(metrics));
   }
   throw ConfigError(fmt::format("backends.{}: unknown topology", config.name));
-}
-
-}  // namespace
-
-Engine make_engine(const BackendConfig& config, const std::string& service,
-                   std::shared_ptr<Metrics> metrics) {
-  // Read before any connection is made, so that a bad file fails dlock::init, not each call.
-  std::shared_ptr<const TlsContext> tls;
-  if (config.tls.enabled && config.topology != Topology::kMemory) {
-    std::string why;
-    tls = TlsContext::get(config.tls, why);
-    if (!tls) throw ConfigError(fmt::format("backends.{}.tls: {}", config.name, why));
-  }
-  Engine engine = make_for_topology(config, service, std::move(metrics));
-  engine.tls = std::move(tls);
-  return engine;
 }
 
 RunStore& runs_of(const Engine& engine) {

@@ -18,16 +18,10 @@
 
 namespace dlock::internal {
 
-class TlsContext;
-
 struct Engine {
   std::shared_ptr<Backend> lock;
   std::shared_ptr<RunStore> runs;       ///< null: the topology keeps no run records
   std::shared_ptr<AdminBackend> admin;  ///< null: the topology has no admin operations
-  /// The backend's TLS context, made when the engine is made (so that unusable files fail
-  /// dlock::init) and kept while it lives; connections opened later share it unless the
-  /// files have changed since (TlsContext::get). Null without TLS.
-  std::shared_ptr<const TlsContext> tls;
 
   /// An engine whose one object `impl` implements all three seams.
   template <typename Impl>

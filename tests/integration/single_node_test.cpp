@@ -18,6 +18,7 @@
 #include "client_core.hpp"
 #include "dlock/admin.hpp"
 #include "engine.hpp"
+#include "fake_redis.hpp"
 #include "fixtures.hpp"
 #include "redis/keys.hpp"
 #include "redis/lock_scripts.hpp"
@@ -350,95 +351,6 @@ TEST_F(SingleNode, AForcedReleaseWithoutChannelRightsIsReportedAndAudited) {
   ASSERT_EQ(history.size(), 1u);
   EXPECT_EQ(history[0].note, "stuck after a crash");
   EXPECT_EQ(history[0].token, held.token());
-}
-
-// A loopback server that speaks just enough RESP for a test: each command (an array of
-// bulk strings) is answered with what `answer` returns, already RESP-encoded; an empty
-// answer closes the connection instead, as a server or network failing after the command
-// arrived would. Serves one connection at a time until destroyed; every wait is bounded by
-// a poll timeout.
-class FakeRedis {
- public:
-  using Answer = std::function<std::string(const std::vector<std::string>& argv)>;
-
-  explicit FakeRedis(Answer answer) : answer_(std::move(answer)) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof address;
-    if (::bind(listener_, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
-        ::listen(listener_, 4) != 0 ||
-        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-      throw std::runtime_error("FakeRedis: cannot listen on loopback");
-    }
-    port_ = ntohs(address.sin_port);
-    thread_ = std::thread([this] { serve(); });
-  }
-  ~FakeRedis() {
-    stop_ = true;
-    thread_.join();
-    ::close(listener_);
-  }
-  [[nodiscard]] int port() const { return port_; }
-
- private:
-  static bool readable(int fd) {
-    pollfd p{fd, POLLIN, 0};
-    return ::poll(&p, 1, 50) == 1;
-  }
-  void serve() {
-    while (!stop_) {
-      if (!readable(listener_)) continue;
-      const int conn = ::accept(listener_, nullptr, nullptr);
-      if (conn < 0) continue;
-      std::string pending;
-      char buffer[4096];
-      while (!stop_) {
-        if (!readable(conn)) continue;
-        const ssize_t n = ::read(conn, buffer, sizeof buffer);
-        if (n <= 0) break;
-        pending.append(buffer, static_cast<std::size_t>(n));
-        if (!answer(conn, pending)) break;
-      }
-      ::close(conn);
-    }
-  }
-  // Answers each complete command in `pending` (arrays of bulk strings) and drops it.
-  // Returns false when the connection is to be closed.
-  bool answer(int conn, std::string& pending) {
-    for (;;) {
-      std::size_t at = 0;
-      std::vector<std::string> argv;
-      if (pending.empty() || pending[0] != '*') return true;
-      std::size_t eol = pending.find("\r\n");
-      if (eol == std::string::npos) return true;
-      const int count = std::stoi(pending.substr(1, eol - 1));
-      at = eol + 2;
-      for (int i = 0; i < count; ++i) {
-        eol = pending.find("\r\n", at);
-        if (eol == std::string::npos) return true;
-        const std::size_t size = std::stoul(pending.substr(at + 1, eol - at - 1));
-        if (pending.size() < eol + 2 + size + 2) return true;
-        argv.push_back(pending.substr(eol + 2, size));
-        at = eol + 2 + size + 2;
-      }
-      pending.erase(0, at);
-      const std::string reply = argv.empty() ? std::string("+OK\r\n") : answer_(argv);
-      if (reply.empty()) return false;
-      (void)!::write(conn, reply.data(), reply.size());
-    }
-  }
-
-  const Answer answer_;
-  int listener_ = -1;
-  int port_ = 0;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
-
-std::string bulk(const std::string& text) {
-  return "$" + std::to_string(text.size()) + "\r\n" + text + "\r\n";
 }
 
 // Answers INFO with `version`, TIME with `now_us()`, acquire.lua (8 arguments) as the script

@@ -164,13 +164,20 @@ TEST(Tls, FilesThatCannotBeUsedFailInitNamingTheKey) {
   EXPECT_THROW(Client{not_a_ca}, ConfigError);
 }
 
+// tls_config() trusting `copy`, a copy of the CA file `from`, for a test to replace.
+Config with_ca_copy(const RedisServer& server, const std::string& from,
+                    const std::filesystem::path& copy) {
+  std::filesystem::copy_file(from, copy);
+  Config config = tls_config(server);
+  config.backends["default"].tls.ca_file = copy.string();
+  return config;
+}
+
 TEST(Tls, AReplacedCaFileIsReadByTheNextConnection) {
   RedisServer server(good_server());
   server.start();
   const std::filesystem::path ca = server.dir() / "rotated-ca.crt";
-  std::filesystem::copy_file(test_pki().other_ca_file, ca);
-  Config config = tls_config(server);
-  config.backends["default"].tls.ca_file = ca.string();
+  const Config config = with_ca_copy(server, test_pki().other_ca_file, ca);
   Client client(config);
   Lease refused = client.acquire("job", settings(5s));
   EXPECT_EQ(refused.status(), AcquireStatus::kUnavailable);
@@ -186,14 +193,12 @@ TEST(Tls, AReplacedFileThatCannotBeUsedKeepsThePreviousSettings) {
   RedisServer server(good_server());
   server.start();
   const std::filesystem::path ca = server.dir() / "renewed-ca.crt";
-  std::filesystem::copy_file(test_pki().ca_file, ca);
-  Config config = tls_config(server);
-  config.backends["default"].tls.ca_file = ca.string();
+  const Config config = with_ca_copy(server, test_pki().ca_file, ca);
   Client client(config);
   ASSERT_TRUE(client.acquire("job", settings(5s)));
   { std::ofstream(ca, std::ios::trunc) << "half-written\n"; }  // caught mid-renewal
   LogCapture log;
-  const BackendConfig& backend = config.backends["default"];
+  const BackendConfig& backend = config.backends.at("default");
   std::string error;
   for (int i = 0; i < 3; ++i) {  // new connections, not the client's pooled one
     auto conn = internal::Connection::open({server.host(), server.tls_port()}, backend, error);

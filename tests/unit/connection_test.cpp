@@ -1,22 +1,18 @@
 // The connection layer below the backends, against a server played in-process where a real
-// one cannot misbehave on cue: how commands are encoded, and that a command's timeout bounds
-// the whole wait for its reply (a server that trickles bytes is cut off).
-#include <arpa/inet.h>
+// one cannot misbehave on cue (tests/support/fake_redis.hpp): how commands are encoded, and
+// that a command's timeout bounds the whole wait for its reply (a server that trickles bytes
+// is cut off).
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <cstdlib>
 #include <random>
 #include <string>
-#include <thread>
 
+#include "fake_redis.hpp"
 #include "redis/connection.hpp"
 #include "redis/resp.hpp"
+#include "redis_process.hpp"
 
 namespace dlock::internal {
 namespace {
@@ -53,72 +49,17 @@ TEST(AppendCommand, EncodesAsHiredisDoesForAnyArguments) {
   }
 }
 
-// One connection accepted on a loopback port; answers INFO and TIME (what Connection::open
-// asks), then answers the next command by sending `reply` a byte every `pace`.
-class TricklingServer {
- public:
-  TricklingServer(std::string reply, std::chrono::milliseconds pace)
-      : reply_(std::move(reply)), pace_(pace) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof address;
-    if (::bind(listener_, reinterpret_cast<sockaddr*>(&address), length) != 0 ||
-        ::listen(listener_, 1) != 0 ||
-        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-      throw std::runtime_error("cannot listen on loopback");
-    }
-    port_ = ntohs(address.sin_port);
-    thread_ = std::thread([this] { serve(); });
-  }
-  ~TricklingServer() {
-    stop_ = true;
-    thread_.join();
-    ::close(listener_);
-  }
-  [[nodiscard]] int port() const { return port_; }
-
- private:
-  // Reads until `count` commands have arrived (counted by their leading '*'), or stop.
-  bool read_commands(int fd, int count) {
-    int seen = 0;
-    char buffer[4096];
-    while (seen < count && !stop_) {
-      pollfd p{fd, POLLIN, 0};
-      if (::poll(&p, 1, 50) <= 0) continue;
-      const ssize_t got = ::recv(fd, buffer, sizeof buffer, 0);
-      if (got <= 0) return false;
-      for (ssize_t i = 0; i < got; ++i) seen += buffer[i] == '*';
-    }
-    return seen >= count;
-  }
-  void serve() {
-    pollfd p{listener_, POLLIN, 0};
-    while (!stop_ && ::poll(&p, 1, 50) == 0) {
-    }
-    if (stop_) return;
-    const int fd = ::accept(listener_, nullptr, nullptr);
-    const std::string info = "$0\r\n\r\n";
-    const std::string time = "*2\r\n$10\r\n1700000000\r\n$1\r\n0\r\n";
-    if (read_commands(fd, 1) && ::send(fd, info.data(), info.size(), MSG_NOSIGNAL) > 0 &&
-        read_commands(fd, 1) && ::send(fd, time.data(), time.size(), MSG_NOSIGNAL) > 0 &&
-        read_commands(fd, 1)) {
-      for (std::size_t i = 0; i < reply_.size() && !stop_; ++i) {
-        if (::send(fd, &reply_[i], 1, MSG_NOSIGNAL) != 1) break;
-        std::this_thread::sleep_for(pace_);
-      }
-    }
-    ::close(fd);
-  }
-
-  std::string reply_;
-  std::chrono::milliseconds pace_;
-  int listener_ = -1;
-  int port_ = 0;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
+// Answers INFO and TIME (what Connection::open asks), then every other command with
+// `reply`, written a byte every `pace`.
+test::FakeRedis trickling(std::string reply, std::chrono::milliseconds pace) {
+  return test::FakeRedis(
+      [reply = std::move(reply)](const std::vector<std::string>& argv) {
+        if (argv[0] == "INFO") return std::string("$0\r\n\r\n");
+        if (argv[0] == "TIME") return std::string("*2\r\n$10\r\n1700000000\r\n$1\r\n0\r\n");
+        return reply;
+      },
+      {pace, 2});
+}
 
 BackendConfig timeouts(Millis command_timeout) {
   BackendConfig config;
@@ -129,7 +70,7 @@ BackendConfig timeouts(Millis command_timeout) {
 
 TEST(ConnectionTimeout, AServerTricklingItsReplyIsCutOffAtTheCommandTimeout) {
   // 40 bytes at 50 ms each: 2 s to send it all. The command timeout is 300 ms.
-  TricklingServer server("$30\r\n" + std::string(30, 'x') + "\r\n", 50ms);
+  const test::FakeRedis server = trickling("$30\r\n" + std::string(30, 'x') + "\r\n", 50ms);
   std::string error;
   auto conn = Connection::open({"127.0.0.1", server.port()}, timeouts(Millis{300}), error);
   ASSERT_TRUE(conn) << error;
@@ -144,7 +85,7 @@ TEST(ConnectionTimeout, AServerTricklingItsReplyIsCutOffAtTheCommandTimeout) {
 }
 
 TEST(ConnectionTimeout, AReplyThatArrivesInPiecesWithinTheTimeoutIsRead) {
-  TricklingServer server("$5\r\nhello\r\n", 10ms);
+  const test::FakeRedis server = trickling("$5\r\nhello\r\n", 10ms);
   std::string error;
   auto conn = Connection::open({"127.0.0.1", server.port()}, timeouts(Millis{2000}), error);
   ASSERT_TRUE(conn) << error;
@@ -154,13 +95,9 @@ TEST(ConnectionTimeout, AReplyThatArrivesInPiecesWithinTheTimeoutIsRead) {
 }
 
 TEST(ConnectionTimeout, ARefusedConnectSaysSo) {
-  int port = 0;
-  {
-    TricklingServer closed("", 1ms);  // a port that was free a moment ago
-    port = closed.port();
-  }
   std::string error;
-  auto conn = Connection::open({"127.0.0.1", port}, timeouts(Millis{300}), error);
+  auto conn =
+      Connection::open({"127.0.0.1", test::free_loopback_port()}, timeouts(Millis{300}), error);
   EXPECT_FALSE(conn);
   EXPECT_NE(error.find("Connection refused"), std::string::npos) << error;
 }

@@ -133,7 +133,7 @@ bool Stream::handshake(Clock::time_point deadline, std::string& error) {
                       tls_->config().ca_file.empty() ? " (against the system trust store)" : "");
       return false;
     }
-    const IoResult result = tls_result(status, 0, "handshake");
+    const IoResult result = tls_failure(status, "handshake");
     error =
         fmt::format("TLS: handshake with {} failed: {}", to_string(endpoint_),
                     result.what == Io::kClosed ? "the server closed the connection" : result.error);

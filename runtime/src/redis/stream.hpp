@@ -51,7 +51,6 @@ class Stream {
   /// them before waiting on the socket.
   [[nodiscard]] bool has_buffered() const noexcept;
   [[nodiscard]] int fd() const noexcept { return fd_; }
-  [[nodiscard]] bool tls() const noexcept { return ssl_ != nullptr; }
 
  private:
   Stream(int fd, Endpoint endpoint) : fd_(fd), endpoint_(std::move(endpoint)) {}
