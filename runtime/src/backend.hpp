@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -82,6 +83,15 @@ class Backend {
   /// Owner-checked: deletes the key (keep_for == 0) or shortens it to keep_for.
   virtual ReleaseOutcome release(const Key& key, std::string_view owner,
                                  Millis keep_for) noexcept = 0;
+  /// release() without waiting for the answer: sends it on a connection that keeps order for
+  /// the calling thread (the thread's next command to that server is applied after it) and
+  /// returns; `done` gets the outcome once, on some other thread or later on this one, and
+  /// must not throw. Returns false when the engine cannot release this way now (no such
+  /// path, no connection to be had): nothing was applied, and `done` is not called.
+  virtual bool release_later(const Key& /*key*/, std::string_view /*owner*/, Millis /*keep_for*/,
+                             std::function<void(ReleaseOutcome)> /*done*/) noexcept {
+    return false;
+  }
   /// Arms a watch for releases of `key`. Never fails: without notifications the waiter
   /// falls back to polling.
   virtual std::unique_ptr<ReleaseWatch> watch(const Key& key) = 0;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "client_core.hpp"
+#include "settler.hpp"
 #include "dlock/dlock.hpp"
 
 namespace dlock {
@@ -84,10 +85,14 @@ Client client() {
 }
 
 void shutdown() {
-  std::optional<Client> old;
-  std::lock_guard lock(g_client_mutex);
-  g_inherited_config.reset();
-  old = std::exchange(g_client, std::nullopt);
+  {
+    std::optional<Client> old;
+    std::lock_guard lock(g_client_mutex);
+    g_inherited_config.reset();
+    old = std::exchange(g_client, std::nullopt);
+  }
+  // Releases sent without waiting (a lease's destructor) are answered or given up first.
+  (void)internal::settler::flush();
 }
 
 LeaseView current_lease() {

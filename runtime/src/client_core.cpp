@@ -5,6 +5,7 @@
 
 #include "log.hpp"
 #include "owner.hpp"
+#include "settler.hpp"
 
 namespace dlock::internal {
 namespace {
@@ -258,7 +259,7 @@ Lease ClientCore::refuse_late_grant(const std::shared_ptr<Backend>& backend, con
                                     took_ms, lease.count()));
 }
 
-ReleaseStatus ClientCore::release(const std::shared_ptr<LeaseState>& lease) noexcept {
+ReleaseStatus ClientCore::release(const std::shared_ptr<LeaseState>& lease, Wait wait) noexcept {
   {
     std::lock_guard lock(holds_mutex_);
     if (lease->holds.fetch_sub(1) > 1) return ReleaseStatus::kStillHeld;
@@ -270,9 +271,35 @@ ReleaseStatus ClientCore::release(const std::shared_ptr<LeaseState>& lease) noex
   lease->series->hold_time.record(now - lease->acquired_at);
   const auto held_ms = std::chrono::duration_cast<Millis>(now - lease->acquired_at).count();
   const auto keep_until = later(lease->acquired_at, lease->settings.min_hold);
-  const auto keep_for = keep_until > now ? std::chrono::ceil<Millis>(keep_until - now) : Millis{0};
-  const auto outcome =
-      lease->backend->release(lease->key, lease->owner, std::max(Millis{0}, keep_for));
+  const auto keep_for = std::max(
+      Millis{0}, keep_until > now ? std::chrono::ceil<Millis>(keep_until - now) : Millis{0});
+  if (wait == Wait::kNo) {
+    const BackendConfig& config = lease->backend->config();
+    settler::begin(2 * (config.connect_timeout + config.command_timeout));
+    // A loss calls on_lost: on the settler's thread, not on whichever caller read the reply.
+    const auto done = [lease, keep_for, held_ms](ReleaseOutcome outcome) {
+      if (outcome == ReleaseOutcome::kReleased || outcome == ReleaseOutcome::kKept) {
+        lease->core->report_release(lease, outcome, keep_for, held_ms);
+        settler::end();
+        return;
+      }
+      settler::post([lease, keep_for, held_ms, outcome] {
+        lease->core->report_release(lease, outcome, keep_for, held_ms);
+        settler::end();
+      });
+    };
+    if (lease->backend->release_later(lease->key, lease->owner, keep_for, done)) {
+      return ReleaseStatus::kReleased;
+    }
+    settler::end();
+  }
+  return report_release(lease, lease->backend->release(lease->key, lease->owner, keep_for),
+                        keep_for, held_ms);
+}
+
+ReleaseStatus ClientCore::report_release(const std::shared_ptr<LeaseState>& lease,
+                                         ReleaseOutcome outcome, Millis keep_for,
+                                         long long held_ms) noexcept {
   if (lease->lost()) {
     bump(metrics_->release_failures);
     return ReleaseStatus::kLost;

@@ -21,7 +21,11 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   ~ClientCore();
 
   Lease acquire(const Key& key, const LockSettings& settings, std::string_view name);
-  ReleaseStatus release(const std::shared_ptr<LeaseState>& lease) noexcept;
+  /// Whether release() waits for the backend's answer. kNo sends the release where the
+  /// backend can (Backend::release_later) and reports its outcome when the answer comes;
+  /// what it returns then is kReleased, or kStillHeld for an inner hold.
+  enum class Wait { kYes, kNo };
+  ReleaseStatus release(const std::shared_ptr<LeaseState>& lease, Wait wait) noexcept;
 
   [[nodiscard]] const Config& config() const noexcept { return config_; }
   [[nodiscard]] Metrics& metrics() noexcept { return *metrics_; }
@@ -53,6 +57,10 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
               const LockSettings& settings, std::string_view name, const std::string& owner,
               std::uint64_t token, Clock::time_point sent, std::shared_ptr<NameMetrics> series,
               Clock::duration waited);
+
+  /// Counts and logs what a release came to; a loss marks the lease lost.
+  ReleaseStatus report_release(const std::shared_ptr<LeaseState>& lease, ReleaseOutcome outcome,
+                               Millis keep_for, long long held_ms) noexcept;
 
   Lease refuse_late_grant(const std::shared_ptr<Backend>& backend, const Key& key,
                           const LockSettings& settings, std::string_view name,

@@ -171,7 +171,7 @@ Lease::Lease(Lease&& other) noexcept
 
 Lease& Lease::operator=(Lease&& other) noexcept {
   if (this != &other) {
-    release();
+    let_go();
     state_ = std::move(other.state_);
     status_ = other.status_;
     error_ = std::move(other.error_);
@@ -180,13 +180,20 @@ Lease& Lease::operator=(Lease&& other) noexcept {
   return *this;
 }
 
-Lease::~Lease() { release(); }
+Lease::~Lease() { let_go(); }
 
 ReleaseStatus Lease::release() noexcept {
   if (!state_) return ReleaseStatus::kNotHeld;
   auto state = std::move(state_);
   if (state->thread == internal::this_thread_token()) internal::pop_current(state.get());
-  return state->core->release(state);
+  return state->core->release(state, internal::ClientCore::Wait::kYes);
+}
+
+void Lease::let_go() noexcept {
+  if (!state_) return;
+  auto state = std::move(state_);
+  if (state->thread == internal::this_thread_token()) internal::pop_current(state.get());
+  state->core->release(state, internal::ClientCore::Wait::kNo);
 }
 
 Lease Lease::granted(std::shared_ptr<internal::LeaseState> state) {

@@ -231,6 +231,8 @@ TEST_P(LockContract, FencingTokensStrictlyIncreaseAcrossClients) {
     ASSERT_TRUE(lease);
     ASSERT_GT(lease.token(), previous);
     previous = lease.token();
+    // Waits for the answer: the other client's next acquire must find the key free.
+    ASSERT_EQ(lease.release(), ReleaseStatus::kReleased);
   }
 }
 
@@ -327,7 +329,10 @@ TEST_P(LockContract, MovedLeaseReleasesOnceAndDestructorReleases) {
     EXPECT_EQ(lease.release(), ReleaseStatus::kNotHeld);  // NOLINT: testing moved-from
     EXPECT_EQ(b.try_acquire("moved", settings(10s)).status(), AcquireStatus::kBusy);
   }
-  EXPECT_TRUE(b.try_acquire("moved", settings(10s)));
+  // The destructor does not wait for the answer; another client sees the key free soon.
+  LockSettings waiting = settings(10s);
+  waiting.wait = 5s;
+  EXPECT_TRUE(b.acquire("moved", waiting));
 }
 
 // Thread ids are reused as soon as a thread ends (glibc hands the next thread the same

@@ -4,6 +4,9 @@
 //   lock_worker CONFIG counter KEY FILE ITERATIONS SLEEP_US
 //   lock_worker CONFIG hold KEY LEASE_MS HOLD_MS     (HOLD_MS 0: until killed)
 //   lock_worker CONFIG churn KEY_BYTES SECONDS        (lock+release a large key in a loop)
+//   lock_worker CONFIG let-go KEY GO_FILE
+//       (acquires KEY, prints "acquired", and once GO_FILE exists lets the lease go out of
+//        scope and returns from main at once: the release is answered during exit)
 //   lock_worker CONFIG ha-counter KEY FILE STOP_FILE SLEEP_US
 //       (counter until STOP_FILE exists, retrying through failovers; prints
 //        "done count=C unavailable=U lost=L overlaps=O": C increments made while holding
@@ -147,6 +150,21 @@ int ha_counter(const std::string& key, const std::string& path, const std::strin
   return 0;
 }
 
+int let_go(const std::string& key, const std::string& go_file) {
+  dlock::LockSettings settings;
+  settings.lease = 30s;
+  {
+    dlock::Lease lease = dlock::client().acquire(key, settings, "let-go");
+    if (!lease) {
+      say(fmt::format("error acquire {}", lease.error()));
+      return 2;
+    }
+    say("acquired");
+    for (int i = 0; i < 2000 && !std::ifstream(go_file); ++i) std::this_thread::sleep_for(5ms);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -168,6 +186,7 @@ int main(int argc, char** argv) {
     if (mode == "hold" && argc == 6) {
       return hold(argv[3], std::stoi(argv[4]), std::stoi(argv[5]));
     }
+    if (mode == "let-go" && argc == 5) return let_go(argv[3], argv[4]);
     if (mode == "ha-counter" && argc == 7) {
       return ha_counter(argv[3], argv[4], argv[5], std::stoi(argv[6]));
     }

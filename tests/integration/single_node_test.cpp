@@ -212,7 +212,7 @@ TEST_F(SingleNode, FencingTokensOfAThousandGrantsStrictlyIncrease) {
   std::uint64_t previous = 0;
   for (int i = 0; i < 1000; ++i) {
     Lease lease = client.acquire("fenced", settings(5s));
-    ASSERT_TRUE(lease);
+    ASSERT_TRUE(lease) << i << " " << lease.error();
     ASSERT_GT(lease.token(), previous) << "grant " << i;
     previous = lease.token();
   }
@@ -923,6 +923,7 @@ class SharedPoolMaster final : public internal::MasterLocator {
   explicit SharedPoolMaster(std::shared_ptr<internal::ConnectionPool> pool) : pool_(std::move(pool)) {}
   Master current(Clock::time_point) override { return {pool_, 0, {}}; }
   Master relocate(std::uint64_t, Clock::time_point) override { return {pool_, 0, {}}; }
+  std::shared_ptr<internal::ConnectionPool> known() override { return pool_; }
   void set_listener(Listener) override {}
 
  private:

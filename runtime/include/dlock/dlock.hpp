@@ -42,7 +42,10 @@ void init(Config config);
 /// call in progress.
 [[nodiscard]] Client client();
 
-/// Drops the process-wide client (held leases stay valid until released).
+/// Drops the process-wide client (held leases stay valid until released), then waits until
+/// every release sent without waiting has its answer, for at most twice the longest
+/// connect_timeout + command_timeout of those releases' backends. Process exit waits the same
+/// way.
 void shutdown();
 
 /// The innermost lease held by this thread (acquired on it and not yet released), or an

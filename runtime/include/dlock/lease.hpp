@@ -86,7 +86,9 @@ class LeaseView {
   std::shared_ptr<internal::LeaseState> state_;
 };
 
-/// A move-only handle on one hold of a lock. Destroying it releases that hold.
+/// A move-only handle on one hold of a lock. Destroying it releases that hold without waiting
+/// for the server's answer (what happened is logged and counted, and a loss reaches on_lost);
+/// release() waits and says what happened.
 /// Moving it (to another thread, a container, a task) ends reentrancy for it: the acquiring
 /// thread then counts as not holding the key, and acquiring it again goes to the server.
 class [[nodiscard]] Lease {
@@ -111,7 +113,8 @@ class [[nodiscard]] Lease {
   [[nodiscard]] bool lost() const { return view().lost(); }
   [[nodiscard]] int hold_count() const { return view().hold_count(); }
 
-  /// Ends this hold. Owner-checked on the backend; never throws; idempotent.
+  /// Ends this hold and waits for the backend's answer. Owner-checked on the backend; never
+  /// throws; idempotent.
   ReleaseStatus release() noexcept;
 
   /// For the runtime: a granted hold, or a refusal.
@@ -120,6 +123,8 @@ class [[nodiscard]] Lease {
 
  private:
   Lease(std::shared_ptr<internal::LeaseState> state, AcquireStatus status, std::string error);
+  /// Ends this hold without waiting for the backend's answer.
+  void let_go() noexcept;
 
   std::shared_ptr<internal::LeaseState> state_;
   AcquireStatus status_ = AcquireStatus::kBusy;

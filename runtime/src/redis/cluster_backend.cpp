@@ -109,6 +109,18 @@ class ClusterBackend final : public RoutedBackend {
     return routed(redis_key.empty() ? 0 : key_slot(redis_key), deadline, call);
   }
 
+  std::shared_ptr<ConnectionPool> known_pool_of(std::string_view redis_key) override {
+    Endpoint node;
+    {
+      std::lock_guard lock(map_mutex_);
+      if (!map_) return nullptr;
+      const int owner = map_->owner[static_cast<std::size_t>(key_slot(redis_key))];
+      if (owner < 0) return nullptr;
+      node = map_->masters[static_cast<std::size_t>(owner)];
+    }
+    return pool_for(node);
+  }
+
   // Sends every master its items' pipeline (fan_out.hpp) on its renewal connection and
   // reads the replies until the round's end. Items a master refused or moved go to
   // `unrouted`.

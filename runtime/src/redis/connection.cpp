@@ -3,8 +3,11 @@
 #include <dlock/common/text.hpp>
 
 #include <fmt/format.h>
+
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 
 #include "redis/resp.hpp"
@@ -22,6 +25,11 @@ std::int64_t steady_us(Clock::time_point t) {
 constexpr std::size_t kReadChunk = 16 * 1024;
 // How many reads one read_available() makes at most (1 MiB).
 constexpr int kReadsPerCall = 64;
+
+std::uint64_t next_serial() noexcept {
+  static std::atomic<std::uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
 
 }  // namespace
 
@@ -186,10 +194,68 @@ Connection::Connection(std::unique_ptr<Stream> stream, Endpoint endpoint, Millis
     : stream_(std::move(stream)),
       endpoint_(std::move(endpoint)),
       command_timeout_(command_timeout),
-      reader_(new_reply_reader(&reply_too_large_)) {}
+      reader_(new_reply_reader(&reply_too_large_)),
+      serial_(next_serial()) {}
 
+// Detached replies read already go to their owners; the others never come.
 Connection::~Connection() {
+  if (!out_of_step_) {
+    while (!owed_.empty()) {
+      auto reply = parse_reply();
+      if (!reply) break;
+      hand_over(std::move(*reply));
+    }
+  }
+  while (!owed_.empty()) {
+    hand_over(out_of_step_ ? Reply::failed(Reply::Status::kTimeout, error_)
+              : broken_    ? failed_reply()
+                           : Reply::failed(Reply::Status::kBroken,
+                                           fmt::format("connection to {} closed before the reply "
+                                                          "came",
+                                                       to_string(endpoint_))));
+  }
   if (reader_ != nullptr) redisReaderFree(reader_);
+}
+
+void Connection::hand_over(Reply reply) {
+  Owed owed = std::move(owed_.front());
+  owed_.pop_front();
+  owed.on_reply(std::move(reply));
+}
+
+void Connection::detach_last(std::function<void(Reply)> on_reply) {
+  if (broken_) {
+    on_reply(failed_reply());
+    return;
+  }
+  owed_.push_back(Owed{std::move(on_reply), Clock::now()});
+}
+
+bool Connection::sent_script(std::string_view sha) const noexcept {
+  return std::find(scripts_.begin(), scripts_.end(), sha) != scripts_.end();
+}
+
+void Connection::note_script(std::string_view sha) {
+  if (!sent_script(sha)) scripts_.emplace_back(sha);
+}
+
+Clock::time_point Connection::owed_since() const noexcept {
+  return owed_.empty() ? Clock::time_point::max() : owed_.front().since;
+}
+
+bool Connection::settle(Clock::time_point deadline) {
+  flush();
+  for (;;) {
+    if (next_reply()) return fail("a reply came that no command was waiting for");
+    if (owed_.empty()) return !broken_;
+    if (broken_) return false;
+    const bool buffered = has_buffered() && Clock::now() < deadline;
+    if (!buffered && !wait_for(fd(), poll_events(), deadline)) {
+      abandon();
+      return false;
+    }
+    read_available();
+  }
 }
 
 bool Connection::measure_clock(std::string& error) {
@@ -329,6 +395,14 @@ bool Connection::read_available() {
 }
 
 std::optional<Reply> Connection::take_reply() {
+  for (;;) {
+    auto reply = parse_reply();
+    if (!reply || owed_.empty()) return reply;
+    hand_over(std::move(*reply));
+  }
+}
+
+std::optional<Reply> Connection::parse_reply() {
   void* raw = nullptr;
   if (redisReaderGetReply(reader_, &raw) != REDIS_OK) {
     fail(reply_too_large_ ? fmt::format("a reply exceeded the limit of {} elements or {} bytes "

@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -151,6 +153,25 @@ class Connection {
   std::optional<Reply> next_reply();
   /// Gives up on replies still owed (a deadline passed): the connection is out of step.
   void abandon() noexcept;
+
+  /// Detached commands: the reply to the command appended last goes to `on_reply` instead of
+  /// to whoever reads next. Such replies come ahead of any command appended later, so every
+  /// read takes them first and hands them over; a connection destroyed while some are owed
+  /// hands over the ones it has read, then failures (kTimeout once out of step, else
+  /// kBroken). `on_reply` runs on the reading thread and must not throw.
+  void detach_last(std::function<void(Reply)> on_reply);
+  /// How many detached replies are owed, and since when the oldest is.
+  [[nodiscard]] std::size_t owed() const noexcept { return owed_.size(); }
+  [[nodiscard]] Clock::time_point owed_since() const noexcept;
+  /// Reads until no detached reply is owed; false when the connection broke or `deadline`
+  /// passed first (it is then out of step).
+  bool settle(Clock::time_point deadline);
+  /// Whether this connection sent `sha`'s script with EVAL before (note_script), which put
+  /// it in the server's script cache until a SCRIPT FLUSH or a restart.
+  [[nodiscard]] bool sent_script(std::string_view sha) const noexcept;
+  void note_script(std::string_view sha);
+  /// A number no other connection of this process has, for telling connections apart.
+  [[nodiscard]] std::uint64_t serial() const noexcept { return serial_; }
   /// Why the connection broke ("closed by the server", "TLS read failed: ..."), or empty.
   [[nodiscard]] const std::string& error() const noexcept { return error_; }
 
@@ -170,8 +191,13 @@ class Connection {
   Connection(std::unique_ptr<Stream> stream, Endpoint endpoint, Millis command_timeout);
   bool fail(std::string why);
   Reply failed_reply() const;
-  /// A parsed reply, if one is complete; breaks the connection when the reader failed.
+  /// A parsed reply for the caller, if one is complete, after handing over the detached
+  /// replies before it.
   std::optional<Reply> take_reply();
+  /// A parsed reply, if one is complete; breaks the connection when the reader failed.
+  std::optional<Reply> parse_reply();
+  /// Gives the reply to the oldest detached command.
+  void hand_over(Reply reply);
   bool measure_clock(std::string& error);
   /// Refuses a data server older than kMinimumRedisMajor (from INFO server).
   bool check_version(std::string& error);
@@ -193,6 +219,13 @@ class Connection {
   // Set by the reply reader (resp.cpp) when a reply exceeded kMaxReplyElements or
   // kMaxReplyString: the reader then fails, and the connection says why.
   bool reply_too_large_ = false;
+  struct Owed {
+    std::function<void(Reply)> on_reply;
+    Clock::time_point since;
+  };
+  std::deque<Owed> owed_;             // detached replies, in the order they are due
+  std::vector<std::string> scripts_;  // note_script()
+  const std::uint64_t serial_;
   std::int64_t server_offset_us_ = 0;  // server time minus steady time
   Clock::time_point clock_measured_at_{};
   bool clock_trusted_ = false;

@@ -121,6 +121,10 @@ class MasterBackend final : public RoutedBackend {
     return on_master(deadline, [&](Connection& conn) { return call(conn, false); });
   }
 
+  std::shared_ptr<ConnectionPool> known_pool_of(std::string_view) override {
+    return locator_->known();
+  }
+
   std::vector<std::string> scan_all(const std::string& match) override {
     std::vector<std::string> found;
     require(

@@ -32,6 +32,8 @@ class MasterLocator {
   /// The master of `generation` failed as a master (connection refused, READONLY): look
   /// again. The result has a different generation only if another master was found.
   virtual Master relocate(std::uint64_t generation, Clock::time_point deadline) = 0;
+  /// The master's pool if one is known now; never looks, never waits.
+  virtual std::shared_ptr<ConnectionPool> known() = 0;
   /// `listener` is called (from any thread) whenever the master changes.
   virtual void set_listener(Listener listener) = 0;
 };
@@ -43,6 +45,7 @@ class FixedMaster final : public MasterLocator {
       : pool_(std::make_shared<ConnectionPool>(endpoint, config)) {}
   Master current(Clock::time_point) override { return {pool_, 0, {}}; }
   Master relocate(std::uint64_t, Clock::time_point) override { return {pool_, 0, {}}; }
+  std::shared_ptr<ConnectionPool> known() override { return pool_; }
   void set_listener(Listener) override {}
 
  private:

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "lease_state.hpp"
 #include "log.hpp"
 
 namespace dlock::internal {
@@ -28,6 +29,7 @@ void ConnectionPool::give_back(std::unique_ptr<Connection> conn, Lane lane) {
     opened_.notify_all();
     return;
   }
+  bool pinned = false;
   {
     std::lock_guard lock(mutex_);
     if (conn->broken()) {
@@ -35,8 +37,97 @@ void ConnectionPool::give_back(std::unique_ptr<Connection> conn, Lane lane) {
     } else {
       idle_.push_back(std::move(conn));
     }
+    pinned = !pins_.empty();
   }
-  returned_.notify_one();
+  // A pinned thread waits for one connection in particular.
+  if (pinned) {
+    returned_.notify_all();
+  } else {
+    returned_.notify_one();
+  }
+}
+
+ConnectionPool::Pin& ConnectionPool::Pin::operator=(Pin&& other) noexcept {
+  if (this != &other) {
+    drop();
+    pool_ = std::move(other.pool_);
+    thread_ = other.thread_;
+  }
+  return *this;
+}
+
+void ConnectionPool::Pin::drop() noexcept {
+  const auto pool = pool_.lock();
+  pool_.reset();
+  if (!pool) return;
+  {
+    std::lock_guard lock(pool->mutex_);
+    const auto it = pool->pins_.find(thread_);
+    if (it == pool->pins_.end() || --it->second.count > 0) return;
+    pool->pins_.erase(it);
+  }
+  pool->returned_.notify_all();
+}
+
+void ConnectionPool::Pin::hold_off() noexcept {
+  const auto pool = pool_.lock();
+  if (!pool) return;
+  std::lock_guard lock(pool->mutex_);
+  const auto it = pool->pins_.find(thread_);
+  if (it != pool->pins_.end()) it->second.serial = 0;
+}
+
+bool ConnectionPool::send_detached(const std::function<void(Connection&)>& append,
+                                   std::function<void(Reply, Pin)> on_reply,
+                                   Clock::time_point deadline, std::string& error) {
+  std::weak_ptr<ConnectionPool> self = weak_from_this();
+  if (self.expired()) {
+    error = "the pool is not shared";
+    return false;
+  }
+  Handle conn = take(deadline, error);
+  if (!conn) return false;
+  append(*conn);
+  if (!conn->flush(deadline)) {
+    error = conn->error();
+    return false;
+  }
+  const std::uint64_t me = this_thread_token();
+  {
+    std::lock_guard lock(mutex_);
+    Pinned& pin = pins_[me];
+    pin.serial = conn->serial();
+    ++pin.count;
+  }
+  // std::function copies what it holds; the pin moves, so it is shared until the reply.
+  auto pin = std::make_shared<Pin>(self, me);
+  conn->detach_last([on_reply = std::move(on_reply), pin](Reply reply) {
+    on_reply(std::move(reply), std::move(*pin));
+  });
+  settler::watch(self);
+  return true;
+}
+
+bool ConnectionPool::settle_idle(Clock::time_point owed_before) {
+  std::vector<std::unique_ptr<Connection>> due;
+  bool owing = false;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto it = idle_.begin(); it != idle_.end();) {
+      if ((*it)->owed() > 0 && (*it)->owed_since() < owed_before) {
+        due.push_back(std::move(*it));
+        it = idle_.erase(it);
+        continue;
+      }
+      owing = owing || (*it)->owed() > 0;
+      ++it;
+    }
+  }
+  for (auto& conn : due) {
+    conn->settle(later(Clock::now(), config_.command_timeout));
+    give_back(std::move(conn), Lane::kShared);
+  }
+  return owing;
 }
 
 void ConnectionPool::clear() {
@@ -160,7 +251,20 @@ ConnectionPool::Handle ConnectionPool::take(Clock::time_point deadline, std::str
     // Already on loan (each backend has one renewal worker, so this is only a fallback):
     // wait for a shared one like everyone else.
   }
+  const std::uint64_t me = this_thread_token();
   for (;;) {
+    if (const auto pin = pins_.find(me); pin != pins_.end()) {
+      Handle pinned;
+      if (take_pinned(lock, pin->second.serial, pinned)) return pinned;
+      if (returned_.wait_until(lock, deadline) == std::cv_status::timeout && pins_.count(me) > 0 &&
+          !take_pinned(lock, pins_.at(me).serial, pinned)) {
+        error = fmt::format("a release sent by this thread to {} is still unanswered",
+                            to_string(endpoint_));
+        return {};
+      }
+      if (pinned) return pinned;
+      continue;
+    }
     if (!idle_.empty()) {
       auto conn = std::move(idle_.back());
       idle_.pop_back();
@@ -185,6 +289,17 @@ ConnectionPool::Handle ConnectionPool::take(Clock::time_point deadline, std::str
     return {};
   }
   return Handle(this, std::move(conn), false);
+}
+
+bool ConnectionPool::take_pinned(std::unique_lock<std::mutex>&, std::uint64_t serial, Handle& out) {
+  if (serial == 0) return false;
+  const auto it = std::find_if(idle_.begin(), idle_.end(),
+                               [&](const auto& conn) { return conn->serial() == serial; });
+  if (it == idle_.end()) return false;
+  auto conn = std::move(*it);
+  idle_.erase(it);
+  out = Handle(this, std::move(conn), true);
+  return true;
 }
 
 Reply ConnectionPool::run(const std::function<Reply(Connection&)>& call, Lane lane) {

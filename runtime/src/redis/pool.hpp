@@ -3,6 +3,10 @@
 // pool_size connections that callers share, one more is kept for the watchdog's renewals
 // (Lane::kRenewal), so that acquirers holding every shared connection (waiting on WAIT or
 // on a slow server) cannot make leases expire.
+//
+// A command can also be sent without waiting for its reply (send_detached): the reply is
+// read by the connection's next user, or by the settler (settler.hpp). Until it is, the
+// sending thread is pinned to that connection, so that its next command is applied after it.
 #pragma once
 
 #include <condition_variable>
@@ -11,12 +15,16 @@
 #include <mutex>
 #include <vector>
 
+#include <unordered_map>
+
 #include "background_job.hpp"
 #include "redis/connection.hpp"
+#include "settler.hpp"
 
 namespace dlock::internal {
 
-class ConnectionPool {
+class ConnectionPool final : public Settleable,
+                             public std::enable_shared_from_this<ConnectionPool> {
  public:
   /// Who a connection is for: anyone (acquire, release, admin), or the watchdog's renewals.
   enum class Lane { kShared, kRenewal };
@@ -80,6 +88,36 @@ class ConnectionPool {
   /// would wait for it are better not made now.
   [[nodiscard]] bool silent();
 
+  /// While it lives, the thread that sent a detached command stays behind it: that thread's
+  /// next take() gets the connection the command went on, or waits until no pin is left.
+  class Pin {
+   public:
+    Pin() = default;
+    Pin(std::weak_ptr<ConnectionPool> pool, std::uint64_t thread) noexcept
+        : pool_(std::move(pool)), thread_(thread) {}
+    Pin(Pin&& other) noexcept : pool_(std::move(other.pool_)), thread_(other.thread_) {}
+    Pin& operator=(Pin&& other) noexcept;
+    ~Pin() { drop(); }
+    /// The command was not applied as sent (it is sent again elsewhere): until this pin is
+    /// dropped, the thread's next take() waits instead of using that connection.
+    void hold_off() noexcept;
+
+   private:
+    void drop() noexcept;
+    std::weak_ptr<ConnectionPool> pool_;
+    std::uint64_t thread_ = 0;
+  };
+
+  /// Sends a command (queued by `append`) on the calling thread's connection and returns
+  /// without reading its reply. `on_reply` gets the reply, on whichever thread reads it
+  /// (it must not throw, and must be quick), with the thread's pin. Returns false, with
+  /// `error`, when the command was not sent by `deadline`: nothing was applied. The pool
+  /// must be owned by a shared_ptr.
+  bool send_detached(const std::function<void(Connection&)>& append,
+                     std::function<void(Reply, Pin)> on_reply, Clock::time_point deadline,
+                     std::string& error);
+  bool settle_idle(Clock::time_point owed_before) override;
+
   /// Runs `call` on a connection. If a reused connection turns out to be dead before it
   /// could have applied anything (the server restarted, an idle socket was closed), tries
   /// once more on a fresh one.
@@ -91,12 +129,20 @@ class ConnectionPool {
 
  private:
   void give_back(std::unique_ptr<Connection> conn, Lane lane);
+  /// The calling thread's connection when it is pinned: false while it is on loan.
+  bool take_pinned(std::unique_lock<std::mutex>& lock, std::uint64_t serial, Handle& out);
+
+  struct Pinned {
+    std::uint64_t serial = 0;  // the connection (Connection::serial); 0: none, wait
+    int count = 0;             // detached commands of the thread not yet settled
+  };
 
   const Endpoint endpoint_;
   const BackendConfig config_;
   std::mutex mutex_;
   std::condition_variable returned_;
   std::vector<std::unique_ptr<Connection>> idle_;
+  std::unordered_map<std::uint64_t, Pinned> pins_;  // by this_thread_token()
   int open_ = 0;  // idle plus on loan
   std::unique_ptr<Connection> renewal_idle_;  // the renewal connection, when not on loan
   bool renewal_open_ = false;                 // it exists, idle or on loan

@@ -7,6 +7,7 @@
 #include "redis/lock_scripts.hpp"
 #include "redis/reply.hpp"
 #include "redis/run_records.hpp"
+#include "settler.hpp"
 
 namespace dlock::internal {
 
@@ -17,6 +18,63 @@ ReleaseOutcome RoutedBackend::release(const Key& key, std::string_view owner,
     const ScriptCall call = release_call(keys, owner, keep_for);
     return release_outcome_of(on_server_of(
         keys.lock, [&](Connection& conn, bool asking) { return call.run(conn, asking); }));
+  } catch (...) {
+    return ReleaseOutcome::kUnavailable;
+  }
+}
+
+bool RoutedBackend::release_later(const Key& key, std::string_view owner, Millis keep_for,
+                                  std::function<void(ReleaseOutcome)> done) noexcept {
+  try {
+    const LockKeys keys = lock_keys(service_, key.str());
+    const auto pool = known_pool_of(keys.lock);
+    if (!pool) return false;
+    const ScriptCall call = release_call(keys, owner, keep_for);
+    const auto on_reply = [self = weak_from_this(), key, owner = std::string(owner), keep_for,
+                           done](Reply reply, ConnectionPool::Pin pin) {
+      const ReleaseOutcome outcome = release_outcome_of(reply);
+      if (outcome != ReleaseOutcome::kUnavailable) {
+        pin = {};  // applied: the thread may go on
+        done(outcome);
+        return;
+      }
+      // No answer, or one that says "not here" (NOSCRIPT, a redirect, a demoted master):
+      // sent again the way release() sends it, off this thread. The thread stays pinned
+      // until then, so that its next command still comes after the release.
+      pin.hold_off();
+      auto kept = std::make_shared<ConnectionPool::Pin>(std::move(pin));
+      auto first = std::make_shared<const Reply>(std::move(reply));
+      settler::post([self, key, owner, keep_for, done, kept, first] {
+        const auto backend = self.lock();
+        const ReleaseOutcome again = backend ? backend->release_again(key, owner, keep_for, *first)
+                                             : ReleaseOutcome::kUnavailable;
+        *kept = {};
+        done(again);
+      });
+    };
+    std::string error;
+    // The first time on a connection with EVAL, which cannot meet NOSCRIPT: a release that
+    // is not applied as sent would let the thread's next command overtake it.
+    const auto append = [&](Connection& conn) {
+      call.append(conn, !conn.sent_script(call.script->sha));
+      conn.note_script(call.script->sha);
+    };
+    return pool->send_detached(append, on_reply, later(Clock::now(), config_.command_timeout),
+                               error);
+  } catch (...) {
+    return false;
+  }
+}
+
+ReleaseOutcome RoutedBackend::release_again(const Key& key, const std::string& owner,
+                                            Millis keep_for, const Reply& first) noexcept {
+  try {
+    const LockKeys keys = lock_keys(service_, key.str());
+    const ScriptCall call = release_call(keys, owner, keep_for);
+    Reply reply = on_server_of(
+        keys.lock, [&](Connection& conn, bool asking) { return call.run(conn, asking); });
+    reply.follow(first);
+    return release_outcome_of(reply);
   } catch (...) {
     return ReleaseOutcome::kUnavailable;
   }

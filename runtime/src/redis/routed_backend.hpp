@@ -11,14 +11,20 @@
 
 #include "engine.hpp"
 #include "redis/connection.hpp"
+#include "redis/pool.hpp"
 
 namespace dlock::internal {
 
 /// All three seams (engine.hpp); a topology adds acquire, renew and watch.
-class RoutedBackend : public Backend, public RunStore, public AdminBackend {
+class RoutedBackend : public Backend,
+                      public RunStore,
+                      public AdminBackend,
+                      public std::enable_shared_from_this<RoutedBackend> {
  public:
   // The lock seam.
   ReleaseOutcome release(const Key& key, std::string_view owner, Millis keep_for) noexcept override;
+  bool release_later(const Key& key, std::string_view owner, Millis keep_for,
+                     std::function<void(ReleaseOutcome)> done) noexcept override;
   [[nodiscard]] const BackendConfig& config() const override { return config_; }
 
   // Scheduled runs.
@@ -45,6 +51,9 @@ class RoutedBackend : public Backend, public RunStore, public AdminBackend {
   /// `deadline`, following the topology's moves. Every call made through it is idempotent.
   virtual Reply on_server_of(std::string_view redis_key, Clock::time_point deadline,
                              const ServerCall& call) = 0;
+  /// The pool of the server that holds `redis_key` as far as known now, without waiting or
+  /// asking anyone; null when that is not known.
+  virtual std::shared_ptr<ConnectionPool> known_pool_of(std::string_view redis_key) = 0;
   /// Every key matching the SCAN pattern `match` on every server, sorted, each once.
   /// Throws BackendUnavailable.
   virtual std::vector<std::string> scan_all(const std::string& match) = 0;
@@ -56,6 +65,9 @@ class RoutedBackend : public Backend, public RunStore, public AdminBackend {
   Reply on_server_of(std::string_view redis_key, const ServerCall& call) {
     return on_server_of(redis_key, Clock::now() + config_.command_timeout, call);
   }
+  /// The release that release_later() sent, once more after `first` told nothing.
+  ReleaseOutcome release_again(const Key& key, const std::string& owner, Millis keep_for,
+                               const Reply& first) noexcept;
   /// Reads `read(conn, redis_key, user_key, asking)` for every key of `kind` matching the
   /// user-key glob `pattern`.
   template <typename Item, typename Read>

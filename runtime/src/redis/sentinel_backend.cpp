@@ -40,6 +40,11 @@ class SentinelLocator final : public MasterLocator {
     return relocate(generation(), deadline);
   }
 
+  std::shared_ptr<ConnectionPool> known() override {
+    std::lock_guard lock(state_mutex_);
+    return pool_;
+  }
+
   Master relocate(std::uint64_t seen, Clock::time_point deadline) override {
     const std::uint64_t lookups_before = lookups_.load();
     std::lock_guard resolving(resolve_mutex_);
