@@ -147,6 +147,32 @@ TEST_F(ReleaseLater, AReleaseRefusedForAForgottenScriptIsSentAgain) {
   EXPECT_TRUE(client.acquire("doc", settings(10s, 2s)));
 }
 
+// The server stalls past A's command timeout with A's release queued; it applies it when it
+// wakes, and B, waiting, takes the key. A's unanswered release must not be sent again (it
+// would find B's key and call A's lease lost): its outcome is unknown, and reported so.
+TEST_F(ReleaseLater, AnAppliedReleaseWhoseAnswerCameTooLateIsNotCalledALoss) {
+  Config config_a = single_node_config(*server_);
+  config_a.backends["default"].command_timeout = 200ms;
+  Config config_b = single_node_config(*server_);
+  config_b.backends["default"].command_timeout = 2s;
+  Client a(config_a);
+  Client b(config_b);
+  { Lease warm = b.acquire("warm", settings(10s)); }  // b's connection is open
+  std::atomic<bool> lost{false};
+  auto lease = std::make_unique<Lease>(a.acquire("doc", settings(10s)));
+  ASSERT_TRUE(*lease);
+  lease->view().on_lost([&](const LeaseView&) { lost = true; });
+  std::thread stall([] { RedisAdmin(*server_).command({"DEBUG", "SLEEP", "0.35"}); });
+  std::this_thread::sleep_for(20ms);
+  lease.reset();
+  Lease other = b.acquire("doc", settings(10s, 3s));
+  stall.join();
+  ASSERT_TRUE(other) << other.error();
+  std::this_thread::sleep_for(500ms);
+  EXPECT_FALSE(lost.load()) << "a lease whose release was applied was reported lost";
+  EXPECT_EQ(a.metrics().losses, 0u);
+}
+
 TEST_F(ReleaseLater, ShutdownWaitsForAReleaseInFlight) {
   init(single_node_config(*server_));
   auto lease = std::make_unique<Lease>(client().acquire("doc", settings(10s)));

@@ -74,7 +74,9 @@ class LeaseView {
   /// The guard or lock name given at acquisition (may be empty).
   [[nodiscard]] const std::string& name() const;
   /// Runs `callback` once when the lease is lost (at once if it already is), on the
-  /// watchdog thread. It must not block.
+  /// watchdog thread, or on the dlock-settle thread when a release nobody waited for finds
+  /// the lease lost, after the Lease is gone (so it must not refer to the Lease's scope).
+  /// It must not block.
   void on_lost(std::function<void(const LeaseView&)> callback) const;
 
   /// For the runtime.

@@ -30,6 +30,8 @@ void ConnectionPool::give_back(std::unique_ptr<Connection> conn, Lane lane) {
     return;
   }
   bool pinned = false;
+  // Replies still owed (a caller that sent without reading): the settler reads them.
+  if (!conn->broken() && conn->owed() > 0) settler::watch(weak_from_this());
   {
     std::lock_guard lock(mutex_);
     if (conn->broken()) {
@@ -265,11 +267,7 @@ ConnectionPool::Handle ConnectionPool::take(Clock::time_point deadline, std::str
       if (pinned) return pinned;
       continue;
     }
-    if (!idle_.empty()) {
-      auto conn = std::move(idle_.back());
-      idle_.pop_back();
-      return Handle(this, std::move(conn), true);
-    }
+    if (!idle_.empty()) return Handle(this, pick_idle(), true);
     if (open_ < config_.pool_size) break;
     if (returned_.wait_until(lock, deadline) == std::cv_status::timeout && idle_.empty() &&
         open_ >= config_.pool_size) {
@@ -289,6 +287,17 @@ ConnectionPool::Handle ConnectionPool::take(Clock::time_point deadline, std::str
     return {};
   }
   return Handle(this, std::move(conn), false);
+}
+
+// An idle connection that owes no detached reply if there is one: a reply owed is its
+// sender's to wait for, not an unrelated caller's. With mutex_ held, idle_ not empty.
+std::unique_ptr<Connection> ConnectionPool::pick_idle() {
+  auto it = std::find_if(idle_.rbegin(), idle_.rend(),
+                         [](const auto& conn) { return conn->owed() == 0; });
+  auto chosen = it == idle_.rend() ? std::prev(idle_.end()) : std::prev(it.base());
+  auto conn = std::move(*chosen);
+  idle_.erase(chosen);
+  return conn;
 }
 
 bool ConnectionPool::take_pinned(std::unique_lock<std::mutex>&, std::uint64_t serial, Handle& out) {

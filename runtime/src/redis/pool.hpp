@@ -129,6 +129,7 @@ class ConnectionPool final : public Settleable,
 
  private:
   void give_back(std::unique_ptr<Connection> conn, Lane lane);
+  std::unique_ptr<Connection> pick_idle();
   /// The calling thread's connection when it is pinned: false while it is on loan.
   bool take_pinned(std::unique_lock<std::mutex>& lock, std::uint64_t serial, Handle& out);
 

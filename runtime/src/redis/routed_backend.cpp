@@ -33,14 +33,19 @@ bool RoutedBackend::release_later(const Key& key, std::string_view owner, Millis
     const auto on_reply = [self = weak_from_this(), key, owner = std::string(owner), keep_for,
                            done](Reply reply, ConnectionPool::Pin pin) {
       const ReleaseOutcome outcome = release_outcome_of(reply);
-      if (outcome != ReleaseOutcome::kUnavailable) {
-        pin = {};  // applied: the thread may go on
+      // No answer in time, or a connection that broke: the release may have been applied,
+      // and sending it again could find the next owner's key and call that a loss. The
+      // outcome is unknown, as release() says after the same failure.
+      const bool unanswered =
+          reply.status() == Reply::Status::kTimeout || reply.status() == Reply::Status::kBroken;
+      if (outcome != ReleaseOutcome::kUnavailable || unanswered) {
+        pin = {};  // applied, or nothing more to learn: the thread may go on
         done(outcome);
         return;
       }
-      // No answer, or one that says "not here" (NOSCRIPT, a redirect, a demoted master):
-      // sent again the way release() sends it, off this thread. The thread stays pinned
-      // until then, so that its next command still comes after the release.
+      // An answer that says "not here" (NOSCRIPT, a redirect, a demoted master), so nothing
+      // was applied: sent again the way release() sends it, off this thread. The thread stays
+      // pinned until then, so that its later commands still come after the release.
       pin.hold_off();
       auto kept = std::make_shared<ConnectionPool::Pin>(std::move(pin));
       auto first = std::make_shared<const Reply>(std::move(reply));
