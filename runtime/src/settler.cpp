@@ -116,6 +116,10 @@ void unlock_in_parent() { state().mutex.unlock(); }
 void reset_in_child() {
   State& s = state();
   s.running = false;
+  // Left behind, never run or destroyed: what they hold (a lease, so its client) would be
+  // destroyed here, joining threads the child does not have.
+  static auto* const abandoned = new std::deque<std::function<void()>>;
+  for (auto& job : s.jobs) abandoned->push_back(std::move(job));
   s.jobs.clear();
   s.watched.clear();
   s.in_flight = 0;
