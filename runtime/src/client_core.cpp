@@ -271,22 +271,21 @@ ReleaseStatus ClientCore::release(const std::shared_ptr<LeaseState>& lease, Wait
   lease->series->hold_time.record(now - lease->acquired_at);
   const auto held_ms = std::chrono::duration_cast<Millis>(now - lease->acquired_at).count();
   const auto keep_until = later(lease->acquired_at, lease->settings.min_hold);
-  const auto keep_for = std::max(
-      Millis{0}, keep_until > now ? std::chrono::ceil<Millis>(keep_until - now) : Millis{0});
+  const auto keep_for = keep_until > now ? std::chrono::ceil<Millis>(keep_until - now) : Millis{0};
   if (wait == Wait::kNo) {
     const BackendConfig& config = lease->backend->config();
     settler::begin(2 * (config.connect_timeout + config.command_timeout));
+    const auto report = [lease, keep_for, held_ms](ReleaseOutcome outcome) {
+      lease->core->report_release(lease, outcome, keep_for, held_ms);
+      settler::end();
+    };
     // A loss calls on_lost: on the settler's thread, not on whichever caller read the reply.
-    const auto done = [lease, keep_for, held_ms](ReleaseOutcome outcome) {
+    const auto done = [report](ReleaseOutcome outcome) {
       if (outcome == ReleaseOutcome::kReleased || outcome == ReleaseOutcome::kKept) {
-        lease->core->report_release(lease, outcome, keep_for, held_ms);
-        settler::end();
-        return;
+        report(outcome);
+      } else {
+        settler::post([report, outcome] { report(outcome); });
       }
-      settler::post([lease, keep_for, held_ms, outcome] {
-        lease->core->report_release(lease, outcome, keep_for, held_ms);
-        settler::end();
-      });
     };
     if (lease->backend->release_later(lease->key, lease->owner, keep_for, done)) {
       return ReleaseStatus::kReleased;

@@ -35,8 +35,12 @@ State& state() {
   return *s;
 }
 
-bool same(const std::weak_ptr<Settleable>& a, const std::weak_ptr<Settleable>& b) {
-  return !a.owner_before(b) && !b.owner_before(a);
+// Adds `pool` unless it is there already. Returns whether it was added.
+bool add_once(std::vector<std::weak_ptr<Settleable>>& pools, std::weak_ptr<Settleable> pool) {
+  const auto same = [&](const auto& w) { return !w.owner_before(pool) && !pool.owner_before(w); };
+  if (std::any_of(pools.begin(), pools.end(), same)) return false;
+  pools.push_back(std::move(pool));
+  return true;
 }
 
 void run(std::function<void()>& job) noexcept {
@@ -60,12 +64,7 @@ void settle_watched(std::unique_lock<std::mutex>& lock) {
   }
   pools.clear();
   lock.lock();
-  for (auto& weak : again) {
-    if (std::none_of(s.watched.begin(), s.watched.end(),
-                     [&](const auto& w) { return same(w, weak); })) {
-      s.watched.push_back(std::move(weak));
-    }
-  }
+  for (auto& weak : again) add_once(s.watched, std::move(weak));
 }
 
 void loop() {
@@ -146,13 +145,8 @@ void post(std::function<void()> job) {
 void watch(std::weak_ptr<Settleable> pool) {
   State& s = state();
   std::lock_guard lock(s.mutex);
-  if (std::any_of(s.watched.begin(), s.watched.end(),
-                  [&](const auto& w) { return same(w, pool); })) {
-    return;
-  }
   if (!ensure_thread(s)) return;  // replies are then read by the connections' next users
-  s.watched.push_back(std::move(pool));
-  s.wake.notify_one();
+  if (add_once(s.watched, std::move(pool))) s.wake.notify_one();
 }
 
 void begin(Clock::duration bound) {

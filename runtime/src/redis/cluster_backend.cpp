@@ -110,15 +110,13 @@ class ClusterBackend final : public RoutedBackend {
   }
 
   std::shared_ptr<ConnectionPool> known_pool_of(std::string_view redis_key) override {
-    Endpoint node;
+    std::shared_ptr<const SlotMap> map;
     {
       std::lock_guard lock(map_mutex_);
-      if (!map_) return nullptr;
-      const int owner = map_->owner[static_cast<std::size_t>(key_slot(redis_key))];
-      if (owner < 0) return nullptr;
-      node = map_->masters[static_cast<std::size_t>(owner)];
+      map = map_;
     }
-    return pool_for(node);
+    const auto node = map ? master_in(*map, key_slot(redis_key)) : std::nullopt;
+    return node ? pool_for(*node) : nullptr;
   }
 
   // Sends every master its items' pipeline (fan_out.hpp) on its renewal connection and
@@ -289,10 +287,13 @@ class ClusterBackend final : public RoutedBackend {
 
   std::optional<Endpoint> master_of(int slot, Clock::time_point deadline) {
     const auto map = slot_map(deadline);
-    if (!map) return std::nullopt;
-    const int owner = map->owner[static_cast<std::size_t>(slot)];
+    return map ? master_in(*map, slot) : std::nullopt;
+  }
+
+  static std::optional<Endpoint> master_in(const SlotMap& map, int slot) {
+    const int owner = map.owner[static_cast<std::size_t>(slot)];
     if (owner < 0) return std::nullopt;
-    return map->masters[static_cast<std::size_t>(owner)];
+    return map.masters[static_cast<std::size_t>(owner)];
   }
 
   // MOVED is authoritative for its slot: patch the map at once, then read the whole map

@@ -257,9 +257,9 @@ ConnectionPool::Handle ConnectionPool::take(Clock::time_point deadline, std::str
   for (;;) {
     if (const auto pin = pins_.find(me); pin != pins_.end()) {
       Handle pinned;
-      if (take_pinned(lock, pin->second.serial, pinned)) return pinned;
+      if (take_pinned(pin->second.serial, pinned)) return pinned;
       if (returned_.wait_until(lock, deadline) == std::cv_status::timeout && pins_.count(me) > 0 &&
-          !take_pinned(lock, pins_.at(me).serial, pinned)) {
+          !take_pinned(pins_.at(me).serial, pinned)) {
         error = fmt::format("a release sent by this thread to {} is still unanswered",
                             to_string(endpoint_));
         return {};
@@ -300,7 +300,7 @@ std::unique_ptr<Connection> ConnectionPool::pick_idle() {
   return conn;
 }
 
-bool ConnectionPool::take_pinned(std::unique_lock<std::mutex>&, std::uint64_t serial, Handle& out) {
+bool ConnectionPool::take_pinned(std::uint64_t serial, Handle& out) {
   if (serial == 0) return false;
   const auto it = std::find_if(idle_.begin(), idle_.end(),
                                [&](const auto& conn) { return conn->serial() == serial; });

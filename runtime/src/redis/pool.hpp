@@ -130,8 +130,9 @@ class ConnectionPool final : public Settleable,
  private:
   void give_back(std::unique_ptr<Connection> conn, Lane lane);
   std::unique_ptr<Connection> pick_idle();
-  /// The calling thread's connection when it is pinned: false while it is on loan.
-  bool take_pinned(std::unique_lock<std::mutex>& lock, std::uint64_t serial, Handle& out);
+  /// The calling thread's connection when it is pinned: false while it is on loan. With
+  /// mutex_ held.
+  bool take_pinned(std::uint64_t serial, Handle& out);
 
   struct Pinned {
     std::uint64_t serial = 0;  // the connection (Connection::serial); 0: none, wait

@@ -48,11 +48,10 @@ bool RoutedBackend::release_later(const Key& key, std::string_view owner, Millis
       // pinned until then, so that its later commands still come after the release.
       pin.hold_off();
       auto kept = std::make_shared<ConnectionPool::Pin>(std::move(pin));
-      auto first = std::make_shared<const Reply>(std::move(reply));
-      settler::post([self, key, owner, keep_for, done, kept, first] {
+      settler::post([self, key, owner, keep_for, done, kept] {
         const auto backend = self.lock();
-        const ReleaseOutcome again = backend ? backend->release_again(key, owner, keep_for, *first)
-                                             : ReleaseOutcome::kUnavailable;
+        const ReleaseOutcome again =
+            backend ? backend->release(key, owner, keep_for) : ReleaseOutcome::kUnavailable;
         *kept = {};
         done(again);
       });
@@ -68,20 +67,6 @@ bool RoutedBackend::release_later(const Key& key, std::string_view owner, Millis
                                error);
   } catch (...) {
     return false;
-  }
-}
-
-ReleaseOutcome RoutedBackend::release_again(const Key& key, const std::string& owner,
-                                            Millis keep_for, const Reply& first) noexcept {
-  try {
-    const LockKeys keys = lock_keys(service_, key.str());
-    const ScriptCall call = release_call(keys, owner, keep_for);
-    Reply reply = on_server_of(
-        keys.lock, [&](Connection& conn, bool asking) { return call.run(conn, asking); });
-    reply.follow(first);
-    return release_outcome_of(reply);
-  } catch (...) {
-    return ReleaseOutcome::kUnavailable;
   }
 }
 

@@ -65,9 +65,6 @@ class RoutedBackend : public Backend,
   Reply on_server_of(std::string_view redis_key, const ServerCall& call) {
     return on_server_of(redis_key, Clock::now() + config_.command_timeout, call);
   }
-  /// The release that release_later() sent, once more after `first` told nothing.
-  ReleaseOutcome release_again(const Key& key, const std::string& owner, Millis keep_for,
-                               const Reply& first) noexcept;
   /// Reads `read(conn, redis_key, user_key, asking)` for every key of `kind` matching the
   /// user-key glob `pattern`.
   template <typename Item, typename Read>
