@@ -4,14 +4,19 @@
 // and release scripts), so the ceiling in cycles per second is redis-benchmark's requests per
 // second / 2.
 //
-//   dlock_bench_throughput [--threads N] [--millis M] [--requests R]
+//   dlock_bench_throughput [--threads N] [--millis M] [--requests R] [--pool P]
 //
 // Prints the two figures and, last, one line for scripts/bench:
 //   RESULT throughput threads=N cycles_per_s=X ceiling_cycles_per_s=Y ratio=X/Y
-// The connection pool is sized to the thread count, so threads never queue for a connection.
+// The pool has P connections (default 8, the library's default): with more threads than
+// connections, threads share connections and their commands are pipelined.
 #include <fmt/format.h>
+#include <hiredis/hiredis.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -55,15 +60,38 @@ double redis_benchmark_rps(int connections, long requests) {
   return std::strtod(output.c_str() + start + 2, nullptr);
 }
 
+// CPU seconds (user + system) this process has used.
+double own_cpu_seconds() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+}
+
+// CPU seconds the bench server has used (INFO cpu: used_cpu_sys + used_cpu_user).
+double server_cpu_seconds() {
+  dlock::bench::RawConnection raw;
+  redisReply* reply = raw.command("INFO cpu");
+  const std::string info = reply != nullptr && reply->str != nullptr ? reply->str : "";
+  freeReplyObject(reply);
+  double total = 0;
+  for (const char* field : {"used_cpu_sys:", "used_cpu_user:"}) {
+    const auto at = info.find(field);
+    if (at != std::string::npos) total += std::strtod(info.c_str() + at + strlen(field), nullptr);
+  }
+  return total;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
-  dlock::bench::check_options(argc, argv, {"--threads", "--millis", "--requests"});
+  dlock::bench::check_options(argc, argv, {"--threads", "--millis", "--requests", "--pool"});
   const int threads = static_cast<int>(dlock::bench::option(argc, argv, "--threads", 8));
   const auto millis = std::chrono::milliseconds(dlock::bench::option(argc, argv, "--millis", 3000));
   const long requests = dlock::bench::option(argc, argv, "--requests", 200000);
+  const int pool = static_cast<int>(dlock::bench::option(argc, argv, "--pool", 8));
 
-  dlock::Client client(dlock::bench::single_node_config("bench-throughput", threads));
+  dlock::Client client(dlock::bench::single_node_config("bench-throughput", pool));
   dlock::LockSettings settings;
   settings.lease = 30s;
   settings.wait = 0ms;
@@ -90,11 +118,15 @@ int main(int argc, char** argv) try {
   }
   // Connections are opened lazily: one warm-up cycle per thread count is not worth it, the
   // measurement is long enough for a pool of N to fill in its first milliseconds.
+  const double cpu_before = own_cpu_seconds();
+  const double server_before = server_cpu_seconds();
   const auto started = Clock::now();
   deadline = started + millis;
   go = true;
   for (auto& w : workers) w.join();
   const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  const double client_cpu = own_cpu_seconds() - cpu_before;
+  const double server_cpu = server_cpu_seconds() - server_before;
   long total = 0;
   for (long c : counts) total += c;
   if (failed) {
@@ -105,8 +137,16 @@ int main(int argc, char** argv) try {
   const double rps = redis_benchmark_rps(threads, requests);
   if (rps <= 0) return 1;
   const double ceiling = rps / 2;
-  fmt::print("dlock: {} threads, {} cycles in {:.2f} s: {:.0f} cycles/s\n", threads, total, seconds,
-             cycles_per_s);
+  fmt::print("dlock: {} threads, {} connections, {} cycles in {:.2f} s: {:.0f} cycles/s\n", threads,
+             pool, total, seconds, cycles_per_s);
+  // What the machine's cores allow at this CPU cost per cycle, client and server together.
+  const double client_us = client_cpu * 1e6 / double(total);
+  const double server_us = server_cpu * 1e6 / double(total);
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  fmt::print(
+      "CPU per cycle: client {:.1f} us, server {:.1f} us; {} cores allow at most {:.0f} "
+      "cycles/s at that cost\n",
+      client_us, server_us, cores, cores * 1e6 / (client_us + server_us));
   fmt::print("ceiling: redis-benchmark -c {} EVALSHA (SET NX PX script): {:.0f} requests/s = {:.0f} cycles/s\n",
              threads, rps, ceiling);
   fmt::print("RESULT throughput threads={} cycles_per_s={:.0f} ceiling_cycles_per_s={:.0f} ratio={:.3f}\n",

@@ -45,6 +45,21 @@ inline LockSettings settings(Millis lease, Millis wait = 0ms) {
   return s;
 }
 
+/// A test suite whose tests share one redis-server, started once for the whole program; each
+/// test has a service (key prefix) of its own.
+class OneServerSuite : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = new RedisServer;
+    server_->start();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  static inline RedisServer* server_ = nullptr;
+};
+
 /// The configuration of a single redis-server as a YAML file for worker processes.
 class ConfigFile : public YamlFile {
  public:

@@ -16,17 +16,8 @@
 namespace dlock::test {
 namespace {
 
-// One server for the whole program; each test has a service (key prefix) of its own.
-class ReleaseLater : public ::testing::Test {
+class ReleaseLater : public OneServerSuite {
  protected:
-  static void SetUpTestSuite() {
-    server_ = new RedisServer;
-    server_->start();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
   void TearDown() override { RedisAdmin(*server_).command({"CLIENT", "UNPAUSE"}); }
 
   static std::string lock_key(const Key& key) {
@@ -41,11 +32,7 @@ class ReleaseLater : public ::testing::Test {
         RedisAdmin(*server_).command({"CLIENT", "PAUSE", std::to_string(pause.count()), "WRITE"}),
         "OK");
   }
-
-  static RedisServer* server_;
 };
-
-RedisServer* ReleaseLater::server_ = nullptr;
 
 TEST_F(ReleaseLater, TheDestructorReturnsWhileTheServerHoldsTheReleaseBack) {
   Client client(single_node_config(*server_));

@@ -418,7 +418,7 @@ class ClusterBackend final : public RoutedBackend {
   std::shared_ptr<ConnectionPool> pool_for(const Endpoint& node) {
     std::lock_guard lock(pools_mutex_);
     auto& pool = pools_[to_string(node)];
-    if (!pool) pool = std::make_shared<ConnectionPool>(node, config_);
+    if (!pool) pool = std::make_shared<ConnectionPool>(node, config_, sharing_for(config_));
     return pool;
   }
 

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdlib>
 
+#include "redis/connection_shared.hpp"
 #include "redis/resp.hpp"
 #include "redis/stream.hpp"
 #include "redis/tls.hpp"
@@ -199,6 +200,7 @@ Connection::Connection(std::unique_ptr<Stream> stream, Endpoint endpoint, Millis
 
 // Detached replies read already go to their owners; the others never come.
 Connection::~Connection() {
+  if (shared_) close_shared();
   if (!out_of_step_) {
     while (!owed_.empty()) {
       auto reply = parse_reply();
@@ -224,6 +226,10 @@ void Connection::hand_over(Reply reply) {
 }
 
 void Connection::detach_last(std::function<void(Reply)> on_reply) {
+  if (shared_) {
+    detach_shared(std::move(on_reply));
+    return;
+  }
   if (broken_) {
     on_reply(failed_reply());
     return;
@@ -232,18 +238,36 @@ void Connection::detach_last(std::function<void(Reply)> on_reply) {
 }
 
 bool Connection::sent_script(std::string_view sha) const noexcept {
+  std::lock_guard lock(state_mutex_);
   return std::find(scripts_.begin(), scripts_.end(), sha) != scripts_.end();
 }
 
 void Connection::note_script(std::string_view sha) {
-  if (!sent_script(sha)) scripts_.emplace_back(sha);
+  std::lock_guard lock(state_mutex_);
+  if (std::find(scripts_.begin(), scripts_.end(), sha) == scripts_.end()) {
+    scripts_.emplace_back(sha);
+  }
 }
 
 Clock::time_point Connection::owed_since() const noexcept {
+  if (shared_) {
+    std::lock_guard lock(shared_->mutex);
+    for (const auto& slot : shared_->due) {
+      if (slot->on_reply) return slot->since;
+    }
+    return Clock::time_point::max();
+  }
   return owed_.empty() ? Clock::time_point::max() : owed_.front().since;
 }
 
+std::string Connection::error() const {
+  if (!shared_) return error_;
+  std::lock_guard lock(shared_->mutex);
+  return error_;
+}
+
 bool Connection::settle(Clock::time_point deadline) {
+  if (shared_) return settle_shared(deadline);
   flush();
   for (;;) {
     if (next_reply()) return fail("a reply came that no command was waiting for");
@@ -270,6 +294,7 @@ bool Connection::measure_clock(std::string& error) {
                                           : "unexpected reply");
     return false;
   }
+  std::lock_guard lock(state_mutex_);
   server_offset_us_ = *server_us - (steady_us(before) + steady_us(after)) / 2;
   clock_measured_at_ = after;
   clock_trusted_ = true;
@@ -297,11 +322,19 @@ std::optional<std::int64_t> server_time_us_of(const Reply& reply) {
 }
 
 std::int64_t Connection::server_time_us(Clock::time_point at) {
+  std::unique_lock lock(state_mutex_);
   if (!clock_trusted_ || Clock::now() - clock_measured_at_ >= kClockRemeasure) {
+    lock.unlock();
     std::string ignored;  // a failed TIME breaks the connection; the caller's command says so
     (void)measure_clock(ignored);
+    lock.lock();
   }
   return steady_us(at) + server_offset_us_;
+}
+
+void Connection::distrust_clock() noexcept {
+  std::lock_guard lock(state_mutex_);
+  clock_trusted_ = false;
 }
 
 bool Connection::fail(std::string why) {
@@ -324,7 +357,11 @@ Reply Connection::command(const std::vector<std::string_view>& argv) {
 }
 
 void Connection::append(const std::vector<std::string_view>& argv) {
-  if (!broken_) append_command(out_, argv);
+  if (shared_) {
+    stage(argv);
+  } else if (!broken_) {
+    append_command(out_, argv);
+  }
 }
 
 int Connection::fd() const noexcept { return stream_->fd(); }
@@ -363,6 +400,7 @@ bool Connection::flush() {
 }
 
 bool Connection::flush(Clock::time_point deadline) {
+  if (shared_) return flush_shared(deadline);
   while (flush() && sent_ < out_.size()) {
     if (!wait_for(fd(), write_wants_read_ ? POLLIN : POLLOUT, deadline)) {
       return fail(fmt::format("could not send to {} in time", to_string(endpoint_)));
@@ -423,6 +461,7 @@ std::optional<Reply> Connection::next_reply() {
 Reply Connection::read_reply() { return read_reply(Clock::now() + command_timeout_); }
 
 Reply Connection::read_reply(Clock::time_point deadline) {
+  if (shared_) return read_shared(deadline);
   flush();  // a failure shows below, after the replies parsed before it
   for (;;) {
     // Replies read before the connection failed (a pipeline answered, then closed) first.

@@ -6,9 +6,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -127,6 +129,23 @@ class Connection {
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
+  /// Lets several threads use the connection at once (a shared pool, pool.hpp): from then on
+  /// command(), append(), read_reply(), flush(deadline), detach_last(), settle() and
+  /// server_time_us() may be called from any number of threads. A thread's appends go out
+  /// together, in order, at its next read_reply() or flush(deadline), and it reads the
+  /// replies to its own commands; whichever thread waits reads for all of them. A thread
+  /// whose deadline passes gives up on its own replies only (they are read and dropped), and
+  /// the connection is then retiring(); a connection that breaks fails the commands sent on
+  /// it. The non-blocking calls (fd() to next_reply(), abandon()) are for connections that
+  /// are not shared.
+  void share();
+  /// Shared: a command sent on it got no reply in time, so the server may be gone. Commands
+  /// already sent keep their own deadlines; new ones are better sent elsewhere.
+  [[nodiscard]] bool retiring() const noexcept;
+  /// Shared: drops what the calling thread appended and did not send, and gives up on the
+  /// replies it did not read.
+  void forget_thread() noexcept;
+
   /// Sends one command and waits for its reply (binary-safe arguments), for up to the
   /// command timeout.
   Reply command(const std::vector<std::string_view>& argv);
@@ -161,7 +180,7 @@ class Connection {
   /// kBroken). `on_reply` runs on the reading thread and must not throw.
   void detach_last(std::function<void(Reply)> on_reply);
   /// How many detached replies are owed, and since when the oldest is.
-  [[nodiscard]] std::size_t owed() const noexcept { return owed_.size(); }
+  [[nodiscard]] std::size_t owed() const noexcept;
   [[nodiscard]] Clock::time_point owed_since() const noexcept;
   /// Reads until no detached reply is owed; false when the connection broke or `deadline`
   /// passed first (it is then out of step).
@@ -173,7 +192,7 @@ class Connection {
   /// A number no other connection of this process has, for telling connections apart.
   [[nodiscard]] std::uint64_t serial() const noexcept { return serial_; }
   /// Why the connection broke ("closed by the server", "TLS read failed: ..."), or empty.
-  [[nodiscard]] const std::string& error() const noexcept { return error_; }
+  [[nodiscard]] std::string error() const;
 
   /// After a timeout or an I/O error the connection is out of step and must be dropped.
   [[nodiscard]] bool broken() const noexcept { return broken_; }
@@ -184,7 +203,7 @@ class Connection {
   [[nodiscard]] std::int64_t server_time_us(Clock::time_point at);
   /// The server's answer suggests the estimate is off (an acquire "arrived too late"): the
   /// next server_time_us() measures again.
-  void distrust_clock() noexcept { clock_trusted_ = false; }
+  void distrust_clock() noexcept;
   [[nodiscard]] const Endpoint& endpoint() const noexcept { return endpoint_; }
 
  private:
@@ -199,6 +218,26 @@ class Connection {
   /// Gives the reply to the oldest detached command.
   void hand_over(Reply reply);
   bool measure_clock(std::string& error);
+
+  // A shared connection (share()); redis/connection_shared.cpp.
+  struct Shared;
+  struct Handed;
+  Reply read_shared(Clock::time_point deadline);
+  bool flush_shared(Clock::time_point deadline);
+  void stage(const std::vector<std::string_view>& argv);
+  /// With Shared::mutex held: sends what the calling thread appended.
+  void publish(Handed& handed);
+  /// With Shared::mutex held: gives the replies read so far to their commands.
+  void dispatch(Handed& handed);
+  /// With Shared::mutex held: the connection broke; every command sent fails.
+  void fail_due(Handed& handed);
+  /// Reads for every thread until `until` holds, the connection breaks or `deadline` passes;
+  /// the mutex is let go while waiting for the socket.
+  void lead(std::unique_lock<std::mutex>& lock, Clock::time_point deadline,
+            const std::function<bool()>& until);
+  void detach_shared(std::function<void(Reply)> on_reply);
+  bool settle_shared(Clock::time_point deadline);
+  void close_shared() noexcept;
   /// Refuses a data server older than kMinimumRedisMajor (from INFO server).
   bool check_version(std::string& error);
 
@@ -213,7 +252,7 @@ class Connection {
   // The last read found no complete TLS record: what OpenSSL holds is part of one, and
   // only bytes from the socket help, so has_buffered() does not count it.
   bool starved_ = true;
-  bool broken_ = false;
+  std::atomic<bool> broken_{false};
   bool out_of_step_ = false;  // replies owed were given up (abandon, a timeout)
   std::string error_;
   // Set by the reply reader (resp.cpp) when a reply exceeded kMaxReplyElements or
@@ -224,6 +263,8 @@ class Connection {
     Clock::time_point since;
   };
   std::deque<Owed> owed_;             // detached replies, in the order they are due
+  std::unique_ptr<Shared> shared_;    // share()
+  mutable std::mutex state_mutex_;    // scripts_ and the clock estimate
   std::vector<std::string> scripts_;  // note_script()
   const std::uint64_t serial_;
   std::int64_t server_offset_us_ = 0;  // server time minus steady time

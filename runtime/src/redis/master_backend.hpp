@@ -42,7 +42,7 @@ class MasterLocator {
 class FixedMaster final : public MasterLocator {
  public:
   FixedMaster(const Endpoint& endpoint, const BackendConfig& config)
-      : pool_(std::make_shared<ConnectionPool>(endpoint, config)) {}
+      : pool_(std::make_shared<ConnectionPool>(endpoint, config, sharing_for(config))) {}
   Master current(Clock::time_point) override { return {pool_, 0, {}}; }
   Master relocate(std::uint64_t, Clock::time_point) override { return {pool_, 0, {}}; }
   std::shared_ptr<ConnectionPool> known() override { return pool_; }

@@ -9,14 +9,30 @@
 
 namespace dlock::internal {
 
-ConnectionPool::ConnectionPool(Endpoint endpoint, BackendConfig config)
-    : endpoint_(std::move(endpoint)), config_(std::move(config)) {}
+ConnectionPool::ConnectionPool(Endpoint endpoint, BackendConfig config, Sharing sharing)
+    : endpoint_(std::move(endpoint)), config_(std::move(config)), sharing_(sharing) {}
+
+ConnectionPool::Sharing sharing_for(const BackendConfig& config) noexcept {
+  return config.wait_replicas > 0 ? ConnectionPool::Sharing::kExclusive
+                                  : ConnectionPool::Sharing::kShared;
+}
 
 ConnectionPool::Handle::~Handle() {
   if (pool_ != nullptr && conn_) pool_->give_back(std::move(conn_), lane_);
 }
 
-void ConnectionPool::give_back(std::unique_ptr<Connection> conn, Lane lane) {
+ConnectionPool::Handle& ConnectionPool::Handle::operator=(Handle&& other) noexcept {
+  if (this != &other) {
+    if (pool_ != nullptr && conn_) pool_->give_back(std::move(conn_), lane_);
+    pool_ = other.pool_;
+    conn_ = std::move(other.conn_);
+    reused_ = other.reused_;
+    lane_ = other.lane_;
+  }
+  return *this;
+}
+
+void ConnectionPool::give_back(std::shared_ptr<Connection> conn, Lane lane) {
   if (lane == Lane::kRenewal) {
     {
       std::lock_guard lock(mutex_);
@@ -27,6 +43,10 @@ void ConnectionPool::give_back(std::unique_ptr<Connection> conn, Lane lane) {
       }
     }
     opened_.notify_all();
+    return;
+  }
+  if (sharing_ == Sharing::kShared) {
+    give_back_shared(std::move(conn));
     return;
   }
   bool pinned = false;
@@ -111,7 +131,8 @@ bool ConnectionPool::send_detached(const std::function<void(Connection&)>& appen
 }
 
 bool ConnectionPool::settle_idle(Clock::time_point owed_before) {
-  std::vector<std::unique_ptr<Connection>> due;
+  if (sharing_ == Sharing::kShared) return settle_shared(owed_before);
+  std::vector<std::shared_ptr<Connection>> due;
   bool owing = false;
   {
     std::lock_guard lock(mutex_);
@@ -133,11 +154,13 @@ bool ConnectionPool::settle_idle(Clock::time_point owed_before) {
 }
 
 void ConnectionPool::clear() {
-  std::vector<std::unique_ptr<Connection>> dropped;
-  std::unique_ptr<Connection> renewal;
+  std::vector<std::shared_ptr<Connection>> dropped;
+  std::vector<Member> members;
+  std::shared_ptr<Connection> renewal;
   std::lock_guard lock(mutex_);
-  open_ -= static_cast<int>(idle_.size());
+  open_ -= static_cast<int>(idle_.size() + members_.size());
   dropped.swap(idle_);
+  members.swap(members_);
   if (renewal_idle_) {
     renewal = std::move(renewal_idle_);
     renewal_open_ = false;
@@ -149,6 +172,14 @@ ConnectionPool::Handle ConnectionPool::take_idle(Lane lane) {
   if (lane == Lane::kRenewal) {
     if (!renewal_idle_) return {};
     return Handle(this, std::move(renewal_idle_), true, Lane::kRenewal);
+  }
+  if (sharing_ == Sharing::kShared) {
+    const auto it = std::find_if(members_.begin(), members_.end(), [](const Member& member) {
+      return member.users == 0 && !member.conn->broken() && !member.conn->retiring();
+    });
+    if (it == members_.end()) return {};
+    ++it->users;
+    return Handle(this, it->conn, true);
   }
   if (idle_.empty()) return {};
   auto conn = std::move(idle_.back());
@@ -253,6 +284,10 @@ ConnectionPool::Handle ConnectionPool::take(Clock::time_point deadline, std::str
     // Already on loan (each backend has one renewal worker, so this is only a fallback):
     // wait for a shared one like everyone else.
   }
+  if (sharing_ == Sharing::kShared) {
+    lock.unlock();
+    return take_shared(deadline, error);
+  }
   const std::uint64_t me = this_thread_token();
   for (;;) {
     if (const auto pin = pins_.find(me); pin != pins_.end()) {
@@ -291,7 +326,7 @@ ConnectionPool::Handle ConnectionPool::take(Clock::time_point deadline, std::str
 
 // An idle connection that owes no detached reply if there is one: a reply owed is its
 // sender's to wait for, not an unrelated caller's. With mutex_ held, idle_ not empty.
-std::unique_ptr<Connection> ConnectionPool::pick_idle() {
+std::shared_ptr<Connection> ConnectionPool::pick_idle() {
   auto it = std::find_if(idle_.rbegin(), idle_.rend(),
                          [](const auto& conn) { return conn->owed() == 0; });
   auto chosen = it == idle_.rend() ? std::prev(idle_.end()) : std::prev(it.base());
@@ -302,6 +337,15 @@ std::unique_ptr<Connection> ConnectionPool::pick_idle() {
 
 bool ConnectionPool::take_pinned(std::uint64_t serial, Handle& out) {
   if (serial == 0) return false;
+  if (sharing_ == Sharing::kShared) {
+    const auto it = std::find_if(members_.begin(), members_.end(), [&](const Member& member) {
+      return member.conn->serial() == serial;
+    });
+    if (it == members_.end() || it->conn->broken() || it->conn->retiring()) return false;
+    ++it->users;
+    out = Handle(this, it->conn, true);
+    return true;
+  }
   const auto it = std::find_if(idle_.begin(), idle_.end(),
                                [&](const auto& conn) { return conn->serial() == serial; });
   if (it == idle_.end()) return false;

@@ -1,5 +1,13 @@
 // A bounded, thread-safe pool of connections to one Redis endpoint. Broken connections are
-// dropped, and new ones are opened on demand, which is how the pool reconnects. Beyond the
+// dropped, and new ones are opened on demand, which is how the pool reconnects.
+//
+// A shared pool (Sharing::kShared) lends each connection to several threads at once: their
+// commands are pipelined on it (Connection::share()), each with its own deadline. A caller
+// gets a connection nobody uses if there is one, a new one while fewer than pool_size are
+// open, and otherwise the one fewest callers use; it never waits for a connection to come
+// back. An exclusive pool lends each connection to one caller at a time, which the
+// non-blocking calls of fan_out.hpp need, and so do commands that hold a connection on the
+// server (WAIT). Beyond the
 // pool_size connections that callers share, one more is kept for the watchdog's renewals
 // (Lane::kRenewal), so that acquirers holding every shared connection (waiting on WAIT or
 // on a slow server) cannot make leases expire.
@@ -28,8 +36,10 @@ class ConnectionPool final : public Settleable,
  public:
   /// Who a connection is for: anyone (acquire, release, admin), or the watchdog's renewals.
   enum class Lane { kShared, kRenewal };
+  /// Whether callers share connections (the renewal connection is never shared).
+  enum class Sharing { kExclusive, kShared };
 
-  ConnectionPool(Endpoint endpoint, BackendConfig config);
+  ConnectionPool(Endpoint endpoint, BackendConfig config, Sharing sharing = Sharing::kExclusive);
   /// Destroying a pool waits for a background open (bounded by its connect and command
   /// timeouts).
   ConnectionPool(const ConnectionPool&) = delete;
@@ -39,11 +49,12 @@ class ConnectionPool final : public Settleable,
   class Handle {
    public:
     Handle() = default;
-    Handle(ConnectionPool* pool, std::unique_ptr<Connection> conn, bool reused,
+    Handle(ConnectionPool* pool, std::shared_ptr<Connection> conn, bool reused,
            Lane lane = Lane::kShared)
         : pool_(pool), conn_(std::move(conn)), reused_(reused), lane_(lane) {}
     Handle(Handle&&) noexcept = default;
-    Handle& operator=(Handle&&) noexcept = default;
+    /// Gives back the connection it had first.
+    Handle& operator=(Handle&& other) noexcept;
     ~Handle();
     explicit operator bool() const noexcept { return conn_ != nullptr; }
     Connection* operator->() const noexcept { return conn_.get(); }
@@ -53,7 +64,7 @@ class ConnectionPool final : public Settleable,
 
    private:
     ConnectionPool* pool_ = nullptr;
-    std::unique_ptr<Connection> conn_;
+    std::shared_ptr<Connection> conn_;
     bool reused_ = false;
     Lane lane_ = Lane::kShared;
   };
@@ -128,25 +139,44 @@ class ConnectionPool final : public Settleable,
   void clear();
 
  private:
-  void give_back(std::unique_ptr<Connection> conn, Lane lane);
-  std::unique_ptr<Connection> pick_idle();
-  /// The calling thread's connection when it is pinned: false while it is on loan. With
-  /// mutex_ held.
+  void give_back(std::shared_ptr<Connection> conn, Lane lane);
+  void give_back_shared(std::shared_ptr<Connection> conn);
+  std::shared_ptr<Connection> pick_idle();
+  /// The calling thread's connection when it is pinned: false while it is on loan (or, when
+  /// shared, retiring). With mutex_ held.
   bool take_pinned(std::uint64_t serial, Handle& out);
+  /// A shared pool's take(): see the file comment.
+  Handle take_shared(Clock::time_point deadline, std::string& error);
+  /// With mutex_ held: removes the shared connections that broke or are retiring and that
+  /// nobody uses, into `dropped` (destroyed once mutex_ is let go: their detached replies'
+  /// callbacks take it).
+  void prune(std::vector<std::shared_ptr<Connection>>& dropped);
+  bool settle_shared(Clock::time_point owed_before);
+  /// With mutex_ held: waits for the calling thread's pin to be dropped or to name a
+  /// connection it can have, until `deadline`; false, with `error`, when it passed.
+  bool wait_for_pin(std::unique_lock<std::mutex>& lock, Clock::time_point deadline,
+                    std::string& error);
 
   struct Pinned {
     std::uint64_t serial = 0;  // the connection (Connection::serial); 0: none, wait
     int count = 0;             // detached commands of the thread not yet settled
   };
 
+  struct Member {  // a connection of a shared pool
+    std::shared_ptr<Connection> conn;
+    int users = 0;  // handles out
+  };
+
   const Endpoint endpoint_;
   const BackendConfig config_;
+  const Sharing sharing_;
   std::mutex mutex_;
   std::condition_variable returned_;
-  std::vector<std::unique_ptr<Connection>> idle_;
+  std::vector<std::shared_ptr<Connection>> idle_;   // exclusive
+  std::vector<Member> members_;                     // shared
   std::unordered_map<std::uint64_t, Pinned> pins_;  // by this_thread_token()
-  int open_ = 0;  // idle plus on loan
-  std::unique_ptr<Connection> renewal_idle_;  // the renewal connection, when not on loan
+  int open_ = 0;  // idle plus on loan (exclusive), members plus opening (shared)
+  std::shared_ptr<Connection> renewal_idle_;  // the renewal connection, when not on loan
   bool renewal_open_ = false;                 // it exists, idle or on loan
   bool silent_ = false;                       // see note_silence()
   bool opening_ = false;                      // opener_ runs
@@ -156,5 +186,9 @@ class ConnectionPool final : public Settleable,
   // The background open of a renewal connection; declared last (see its header).
   BackgroundJob opener_{"dlock-connect"};
 };
+
+/// How a backend's pools share their connections: a WAIT after each acquire (wait_replicas)
+/// holds the connection on the server, and would hold up every command pipelined behind it.
+[[nodiscard]] ConnectionPool::Sharing sharing_for(const BackendConfig& config) noexcept;
 
 }  // namespace dlock::internal

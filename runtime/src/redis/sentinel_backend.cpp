@@ -69,7 +69,7 @@ class SentinelLocator final : public MasterLocator {
               config_.master_name, config_.name, to_string(pool_->endpoint()), to_string(*found));
         }
         // A fresh pool: connections to the old master go with the old one.
-        pool_ = std::make_shared<ConnectionPool>(*found, config_);
+        pool_ = std::make_shared<ConnectionPool>(*found, config_, sharing_for(config_));
         ++generation_;
         listener = listener_;
       }

@@ -1,0 +1,243 @@
+// A connection shared by threads (Connection::share()): each thread's commands go out as one
+// batch, replies come back in the order the commands went, and whichever thread waits reads
+// for everyone (the others sleep until their own reply is in, or the reader leaves).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "redis/connection_shared.hpp"
+#include "redis/resp.hpp"
+#include "redis/stream.hpp"
+
+namespace dlock::internal {
+namespace {
+
+// The reader waits for the socket this long at most before it looks again at what other
+// threads queued (they send it themselves; this only bounds a case that should not occur).
+constexpr auto kReadSlice = std::chrono::milliseconds(50);
+
+}  // namespace
+
+void Connection::share() { shared_ = std::make_unique<Shared>(); }
+
+bool Connection::retiring() const noexcept { return shared_ && shared_->retiring; }
+
+std::size_t Connection::owed() const noexcept {
+  return shared_ ? shared_->detached.load() : owed_.size();
+}
+
+void Connection::stage(const std::vector<std::string_view>& argv) {
+  const auto me = std::this_thread::get_id();
+  std::lock_guard lock(shared_->mutex);
+  auto& staged = shared_->staged;
+  auto it = std::find_if(staged.begin(), staged.end(),
+                         [&](const Shared::Staged& batch) { return batch.thread == me; });
+  if (it == staged.end()) it = staged.insert(staged.end(), Shared::Staged{me, {}, 0});
+  append_command(it->bytes, argv);
+  ++it->count;
+}
+
+void Connection::publish(Handed& handed) {
+  const auto me = std::this_thread::get_id();
+  auto& staged = shared_->staged;
+  const auto it = std::find_if(staged.begin(), staged.end(),
+                               [&](const Shared::Staged& batch) { return batch.thread == me; });
+  if (it == staged.end()) return;
+  const Shared::Staged batch = std::move(*it);
+  staged.erase(it);
+  auto& mine = shared_->unread[me];
+  const auto now = Clock::now();
+  for (std::size_t i = 0; i < batch.count; ++i) {
+    auto slot = std::make_shared<Shared::Slot>();
+    slot->reader = me;
+    slot->since = now;
+    if (broken_) {
+      slot->reply = failed_reply();  // never sent
+    } else {
+      shared_->due.push_back(slot);
+    }
+    mine.push_back(std::move(slot));
+  }
+  if (broken_) return;
+  out_ += batch.bytes;
+  if (!flush()) fail_due(handed);
+}
+
+void Connection::dispatch(Handed& handed) {
+  auto& due = shared_->due;
+  while (auto reply = parse_reply()) {
+    if (due.empty()) {
+      fail("a reply came that no command was waiting for");
+      break;
+    }
+    const std::shared_ptr<Shared::Slot> slot = std::move(due.front());
+    due.pop_front();
+    if (slot->on_reply) {
+      --shared_->detached;
+      handed.replies.emplace_back(std::move(slot->on_reply), std::move(*reply));
+    } else if (slot->reader != std::thread::id()) {
+      slot->reply = std::move(*reply);
+      if (slot->waiting) handed.woken.push_back(slot);
+    }
+  }
+  if (broken_) fail_due(handed);
+}
+
+void Connection::fail_due(Handed& handed) {
+  for (const auto& slot : shared_->due) {
+    if (slot->on_reply) {
+      --shared_->detached;
+      handed.replies.emplace_back(std::move(slot->on_reply), failed_reply());
+    } else {
+      slot->reply = failed_reply();
+      if (slot->waiting) handed.woken.push_back(slot);
+    }
+  }
+  shared_->due.clear();
+}
+
+void Connection::lead(std::unique_lock<std::mutex>& lock, Clock::time_point deadline,
+                      const std::function<bool()>& until) {
+  shared_->reading = true;
+  Handed handed;
+  while (!until() && !broken_ && Clock::now() < deadline) {
+    if (!has_buffered()) {
+      const int socket = fd();
+      const short events = poll_events();
+      lock.unlock();
+      const bool ready = wait_for(socket, events, std::min(deadline, Clock::now() + kReadSlice));
+      lock.lock();
+      if (!ready) continue;
+    }
+    read_available();
+    dispatch(handed);
+    if (!handed.empty()) {
+      lock.unlock();
+      handed.run();
+      lock.lock();
+    }
+  }
+  shared_->reading = false;
+  // The next thread that waits reads from now on.
+  for (const auto& slot : shared_->due) {
+    if (slot->waiting) {
+      slot->wake.notify_one();
+      break;
+    }
+  }
+}
+
+Reply Connection::read_shared(Clock::time_point deadline) {
+  const auto me = std::this_thread::get_id();
+  Handed handed;
+  std::unique_lock lock(shared_->mutex);
+  publish(handed);
+  const auto mine = shared_->unread.find(me);
+  if (mine == shared_->unread.end() || mine->second.empty()) {
+    return Reply::failed(Reply::Status::kNotSent, "no command was sent to read a reply for");
+  }
+  const std::shared_ptr<Shared::Slot> slot = std::move(mine->second.front());
+  mine->second.pop_front();
+  if (mine->second.empty()) shared_->unread.erase(mine);
+  while (!slot->reply) {
+    if (broken_) {
+      fail_due(handed);
+    } else if (Clock::now() >= deadline) {
+      slot->reader = std::thread::id();  // read and dropped when it comes
+      shared_->retiring = true;
+      slot->reply = Reply::failed(
+          Reply::Status::kTimeout,
+          fmt::format("no reply from {} within the command timeout", to_string(endpoint_)));
+    } else if (!shared_->reading) {
+      lead(lock, deadline, [&] { return slot->reply.has_value(); });
+    } else {
+      slot->waiting = true;
+      slot->wake.wait_until(lock, deadline);
+      slot->waiting = false;
+    }
+  }
+  lock.unlock();
+  handed.run();
+  return std::move(*slot->reply);
+}
+
+bool Connection::flush_shared(Clock::time_point deadline) {
+  Handed handed;
+  std::unique_lock lock(shared_->mutex);
+  publish(handed);
+  while (!broken_ && sent_ < out_.size()) {
+    if (!wait_for(fd(), write_wants_read_ ? POLLIN : POLLOUT, deadline)) {
+      fail(fmt::format("could not send to {} in time", to_string(endpoint_)));
+    } else {
+      flush();
+    }
+    if (broken_) fail_due(handed);
+  }
+  const bool sent = !broken_;
+  lock.unlock();
+  handed.run();
+  return sent;
+}
+
+void Connection::detach_shared(std::function<void(Reply)> on_reply) {
+  const auto me = std::this_thread::get_id();
+  std::unique_lock lock(shared_->mutex);
+  const auto mine = shared_->unread.find(me);
+  if (mine == shared_->unread.end() || mine->second.empty()) {
+    lock.unlock();
+    on_reply(Reply::failed(Reply::Status::kNotSent, "no command was sent"));
+    return;
+  }
+  const std::shared_ptr<Shared::Slot> slot = std::move(mine->second.back());
+  mine->second.pop_back();
+  if (mine->second.empty()) shared_->unread.erase(mine);
+  if (slot->reply) {  // read already
+    lock.unlock();
+    on_reply(std::move(*slot->reply));
+    return;
+  }
+  slot->reader = std::thread::id();
+  slot->on_reply = std::move(on_reply);
+  ++shared_->detached;
+}
+
+bool Connection::settle_shared(Clock::time_point deadline) {
+  std::unique_lock lock(shared_->mutex);
+  // A thread reading reads these replies too.
+  if (!shared_->reading && shared_->detached > 0 && !broken_) {
+    lead(lock, deadline, [this] { return shared_->detached == 0; });
+    if (shared_->detached > 0 && !broken_) shared_->retiring = true;
+  }
+  return !broken_ && !shared_->retiring;
+}
+
+void Connection::forget_thread() noexcept {
+  if (!shared_) return;
+  const auto me = std::this_thread::get_id();
+  std::lock_guard lock(shared_->mutex);
+  auto& staged = shared_->staged;
+  staged.erase(std::remove_if(staged.begin(), staged.end(),
+                              [&](const Shared::Staged& batch) { return batch.thread == me; }),
+               staged.end());
+  const auto mine = shared_->unread.find(me);
+  if (mine == shared_->unread.end()) return;
+  for (const auto& slot : mine->second) slot->reader = std::thread::id();
+  shared_->unread.erase(mine);
+}
+
+// Replies read already go to their detached commands; the others never come.
+void Connection::close_shared() noexcept {
+  Handed handed;
+  {
+    std::lock_guard lock(shared_->mutex);
+    if (!broken_) dispatch(handed);
+    if (!broken_) {
+      fail(shared_->retiring ? "closed after a command got no reply in time"
+                             : "closed before the reply came");
+    }
+    fail_due(handed);
+  }
+  handed.run();
+}
+
+}  // namespace dlock::internal

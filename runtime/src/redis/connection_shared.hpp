@@ -1,0 +1,60 @@
+// What a shared connection keeps (Connection::share()): the commands sent whose replies are
+// due, in the order the server answers them, and for each the thread that reads its reply.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "redis/connection.hpp"
+
+namespace dlock::internal {
+
+struct Connection::Shared {
+  struct Slot {
+    std::thread::id reader;  // who reads the reply; none once detached or given up
+    std::optional<Reply> reply;
+    std::function<void(Reply)> on_reply;  // a detached command's
+    Clock::time_point since;              // when it was sent
+    bool waiting = false;                 // its reader waits on `wake`
+    std::condition_variable wake;
+  };
+  struct Staged {
+    std::thread::id thread;
+    std::string bytes;
+    std::size_t count = 0;
+  };
+  std::mutex mutex;
+  std::deque<std::shared_ptr<Slot>> due;  // sent, reply not read yet, in order
+  std::unordered_map<std::thread::id, std::deque<std::shared_ptr<Slot>>> unread;
+  std::vector<Staged> staged;            // appended, not sent yet: one batch per thread
+  bool reading = false;                  // a thread reads for everyone
+  std::atomic<std::size_t> detached{0};  // slots in `due` with on_reply
+  std::atomic<bool> retiring{false};
+};
+
+// What to do once Shared::mutex is let go: hand detached replies over (on_reply may take
+// other locks), and wake the threads whose replies came (woken, they would only wait for the
+// mutex).
+struct Connection::Handed {
+  std::vector<std::pair<std::function<void(Reply)>, Reply>> replies;
+  std::vector<std::shared_ptr<Shared::Slot>> woken;
+  [[nodiscard]] bool empty() const noexcept { return replies.empty() && woken.empty(); }
+  void run() noexcept {
+    for (const auto& slot : woken) slot->wake.notify_one();
+    woken.clear();
+    for (auto& [on_reply, reply] : replies) on_reply(std::move(reply));
+    replies.clear();
+  }
+};
+
+}  // namespace dlock::internal
