@@ -123,13 +123,18 @@ def figure2(results, table):
         text = read(results, f"figure2-{threads}.txt")
         r = result_line(text, "throughput")
         label = f"2 throughput, {threads} thread{'s' if threads > 1 else ''}"
+        target = 1.0 if threads == 50 else 0.8
         if r is None:
             table.missing(label, "failed" if text else "not run")
             continue
         value, ceiling = float(r["cycles_per_s"]), float(r["ceiling_cycles_per_s"])
-        table.add(label, f"{value:,.0f} cycles/s",
-                  f"redis-benchmark -c {threads} EVALSHA: {ceiling:,.0f} cycles/s",
-                  f"{value / ceiling:.2f}×", "≥ 0.8× ceiling", verdict(value / ceiling >= 0.8))
+        reference = f"redis-benchmark -c {threads} EVALSHA: {ceiling:,.0f} cycles/s"
+        if "cpu_bound_cycles_per_s" in r:
+            reference += (f"; CPU per cycle {r['client_cpu_us']} µs client + "
+                          f"{r['server_cpu_us']} µs server: at most "
+                          f"{float(r['cpu_bound_cycles_per_s']):,.0f} cycles/s")
+        table.add(label, f"{value:,.0f} cycles/s", reference,
+                  f"{value / ceiling:.2f}×", f"≥ {target}× ceiling", verdict(value / ceiling >= target))
 
 
 def figure3(results, table):

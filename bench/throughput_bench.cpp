@@ -8,6 +8,9 @@
 //
 // Prints the two figures and, last, one line for scripts/bench:
 //   RESULT throughput threads=N cycles_per_s=X ceiling_cycles_per_s=Y ratio=X/Y
+//          client_cpu_us=C server_cpu_us=S cpu_bound_cycles_per_s=B
+// C and S are the CPU time per cycle of this process and of the server; B is what the
+// machine's cores could do at that cost (cores / (C + S)).
 // The pool has P connections (default 8, the library's default): with more threads than
 // connections, threads share connections and their commands are pipelined.
 #include <fmt/format.h>
@@ -149,8 +152,11 @@ int main(int argc, char** argv) try {
       client_us, server_us, cores, cores * 1e6 / (client_us + server_us));
   fmt::print("ceiling: redis-benchmark -c {} EVALSHA (SET NX PX script): {:.0f} requests/s = {:.0f} cycles/s\n",
              threads, rps, ceiling);
-  fmt::print("RESULT throughput threads={} cycles_per_s={:.0f} ceiling_cycles_per_s={:.0f} ratio={:.3f}\n",
-             threads, cycles_per_s, ceiling, cycles_per_s / ceiling);
+  fmt::print(
+      "RESULT throughput threads={} cycles_per_s={:.0f} ceiling_cycles_per_s={:.0f} ratio={:.3f} "
+      "client_cpu_us={:.1f} server_cpu_us={:.1f} cpu_bound_cycles_per_s={:.0f}\n",
+      threads, cycles_per_s, ceiling, cycles_per_s / ceiling, client_us, server_us,
+      cores * 1e6 / (client_us + server_us));
   return 0;
 } catch (const std::exception& e) {
   fmt::print(stderr, "dlock_bench_throughput: {}\n", e.what());

@@ -160,6 +160,99 @@ TEST_F(SharedConnection, AHandleAssignedOverGivesItsConnectionBack) {
   EXPECT_EQ(handle->serial(), serial);
 }
 
+// A release nobody waits for keeps its answer when another caller on its connection times
+// out: the connection retires, but stays until the answer is read.
+TEST_F(SharedConnection, AnotherCallersTimeoutLeavesADetachedReplyToCome) {
+  const auto pool = shared_pool(1);
+  std::atomic<int> status{-1};
+  std::string error;
+  ASSERT_TRUE(pool->send_detached(
+      [](Connection& conn) {
+        conn.append({"BLPOP", "shared:detached", "0.4"});
+      },
+      [&](Reply reply, ConnectionPool::Pin) { status = static_cast<int>(reply.status()); },
+      Clock::now() + 1s, error))
+      << error;
+  std::thread other([&] {
+    std::string why;
+    ConnectionPool::Handle conn = pool->take(Clock::now() + 1s, why);
+    ASSERT_TRUE(conn) << why;
+    conn->append({"PING"});
+    EXPECT_EQ(conn->read_reply(Clock::now() + 50ms).status(), Reply::Status::kTimeout);
+  });
+  other.join();
+  ASSERT_TRUE(wait_until([&] { return status.load() >= 0; }, 3s, 2ms));
+  EXPECT_EQ(status.load(), static_cast<int>(Reply::Status::kOk));
+}
+
+// A retiring connection does not count against pool_size: a new caller gets a new one at
+// once instead of waiting for the held command to end.
+TEST_F(SharedConnection, ARetiringConnectionMakesRoomForANewOne) {
+  const auto pool = shared_pool(1, 3s);
+  std::thread holder([&] {
+    (void)pool->run([&](Connection& conn) {
+      conn.append({"BLPOP", "shared:room", "1"});
+      return conn.read_reply(Clock::now() + 3s);
+    });
+  });
+  ASSERT_TRUE(wait_until([&] { return blocked_clients() == 1; }, 2s, 5ms));
+  {
+    std::string error;
+    ConnectionPool::Handle conn = pool->take(Clock::now() + 1s, error);
+    ASSERT_TRUE(conn) << error;
+    conn->append({"PING"});
+    EXPECT_EQ(conn->read_reply(Clock::now() + 50ms).status(), Reply::Status::kTimeout);
+  }
+  std::string error;
+  const auto before = Clock::now();
+  ConnectionPool::Handle conn = pool->take(Clock::now() + 300ms, error);
+  EXPECT_TRUE(conn) << error;
+  EXPECT_LT(elapsed_ms(before), 250);
+  conn = {};
+  holder.join();
+}
+
+// Three callers on one connection: A reads for all, B and C wait. B's deadline passes about
+// when A's reply comes, so A may hand the reading over to B just as B leaves; C's reply,
+// which comes 20 ms after B's deadline, must still reach C (the reading passes on to it).
+TEST_F(SharedConnection, ACallerLeavingAtItsDeadlinePassesTheReadingOn) {
+  const auto pool = shared_pool(1, 5s);
+  int late = 0;
+  for (int offset_us = 0; offset_us <= 300; offset_us += 15) {
+    std::string error;
+    ConnectionPool::Handle conn = pool->take(Clock::now() + 1s, error);
+    if (conn && conn->retiring()) {
+      conn = {};
+      conn = pool->take(Clock::now() + 1s, error);
+    }
+    ASSERT_TRUE(conn) << error;
+    const auto b_deadline = Clock::now() + 150ms;
+    std::optional<Reply> c_reply;
+    std::thread a([&] { (void)conn->command({"BLPOP", "shared:pass:a", "5"}); });
+    std::this_thread::sleep_for(20ms);
+    std::thread b([&] {
+      conn->append({"BLPOP", "shared:pass:b", "5"});
+      (void)conn->read_reply(b_deadline);
+    });
+    std::this_thread::sleep_for(20ms);
+    std::thread c([&] {
+      conn->append({"PING"});
+      c_reply = conn->read_reply(b_deadline + 400ms);
+    });
+    RedisAdmin admin(*server_);
+    std::this_thread::sleep_until(b_deadline - std::chrono::microseconds(offset_us));
+    admin.command({"LPUSH", "shared:pass:a", "x"});
+    std::this_thread::sleep_until(b_deadline + 20ms);
+    admin.command({"LPUSH", "shared:pass:b", "x"});
+    a.join();
+    b.join();
+    c.join();
+    if (!c_reply || !c_reply->ok()) ++late;
+    admin.command({"DEL", "shared:pass:a", "shared:pass:b"});
+  }
+  EXPECT_EQ(late, 0) << "a reply that came was not read for its caller";
+}
+
 // Sixteen threads, two connections: acquires, releases nobody waits for, and each thread's
 // next acquire with wait 0 finds its own release applied.
 TEST_F(SharedConnection, ManyThreadsLockThroughTwoConnections) {

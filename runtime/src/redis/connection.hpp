@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "backend.hpp"
@@ -142,6 +143,8 @@ class Connection {
   /// Shared: a command sent on it got no reply in time, so the server may be gone. Commands
   /// already sent keep their own deadlines; new ones are better sent elsewhere.
   [[nodiscard]] bool retiring() const noexcept;
+  /// Shared: takes no new callers from now on (the pool was cleared).
+  void retire() noexcept;
   /// Shared: drops what the calling thread appended and did not send, and gives up on the
   /// replies it did not read.
   void forget_thread() noexcept;
@@ -236,6 +239,11 @@ class Connection {
   void lead(std::unique_lock<std::mutex>& lock, Clock::time_point deadline,
             const std::function<bool()>& until);
   void detach_shared(std::function<void(Reply)> on_reply);
+  /// With Shared::mutex held: wakes the first thread waiting for a reply, to read for all.
+  void pass_reading();
+  /// With Shared::mutex held: the calling thread's replies not read yet fail as timed out
+  /// (its call is over), and the connection retires.
+  void give_up(std::thread::id me);
   bool settle_shared(Clock::time_point deadline);
   void close_shared() noexcept;
   /// Refuses a data server older than kMinimumRedisMajor (from INFO server).

@@ -13,14 +13,18 @@ namespace dlock::internal {
 namespace {
 
 // The reader waits for the socket this long at most before it looks again at what other
-// threads queued (they send it themselves; this only bounds a case that should not occur).
-constexpr auto kReadSlice = std::chrono::milliseconds(50);
+// threads queued meanwhile (bytes the socket did not take then need POLLOUT too).
+constexpr auto kReadSlice = std::chrono::milliseconds(5);
 
 }  // namespace
 
 void Connection::share() { shared_ = std::make_unique<Shared>(); }
 
 bool Connection::retiring() const noexcept { return shared_ && shared_->retiring; }
+
+void Connection::retire() noexcept {
+  if (shared_) shared_->retiring = true;
+}
 
 std::size_t Connection::owed() const noexcept {
   return shared_ ? shared_->detached.load() : owed_.size();
@@ -118,12 +122,27 @@ void Connection::lead(std::unique_lock<std::mutex>& lock, Clock::time_point dead
     }
   }
   shared_->reading = false;
-  // The next thread that waits reads from now on.
+  pass_reading();
+}
+
+void Connection::pass_reading() {
   for (const auto& slot : shared_->due) {
     if (slot->waiting) {
       slot->wake.notify_one();
-      break;
+      return;
     }
+  }
+}
+
+void Connection::give_up(std::thread::id me) {
+  shared_->retiring = true;
+  const auto mine = shared_->unread.find(me);
+  if (mine == shared_->unread.end()) return;
+  for (const auto& slot : mine->second) {
+    if (slot->reply) continue;
+    slot->reader = std::thread::id();
+    slot->reply = Reply::failed(Reply::Status::kTimeout,
+                                "an earlier reply of the same call did not come in time");
   }
 }
 
@@ -143,11 +162,14 @@ Reply Connection::read_shared(Clock::time_point deadline) {
     if (broken_) {
       fail_due(handed);
     } else if (Clock::now() >= deadline) {
-      slot->reader = std::thread::id();  // read and dropped when it comes
-      shared_->retiring = true;
+      // This reply and the later ones of the same call are read and dropped when they come.
+      slot->reader = std::thread::id();
       slot->reply = Reply::failed(
           Reply::Status::kTimeout,
           fmt::format("no reply from {} within the command timeout", to_string(endpoint_)));
+      give_up(me);
+      // A reader told to take over may have been this thread, past its deadline by then.
+      if (!shared_->reading) pass_reading();
     } else if (!shared_->reading) {
       lead(lock, deadline, [&] { return slot->reply.has_value(); });
     } else {
@@ -166,7 +188,14 @@ bool Connection::flush_shared(Clock::time_point deadline) {
   std::unique_lock lock(shared_->mutex);
   publish(handed);
   while (!broken_ && sent_ < out_.size()) {
-    if (!wait_for(fd(), write_wants_read_ ? POLLIN : POLLOUT, deadline)) {
+    // The others go on meanwhile: a reader may send the rest itself.
+    const int socket = fd();
+    const short events = write_wants_read_ ? POLLIN : POLLOUT;
+    lock.unlock();
+    const bool ready = wait_for(socket, events, deadline);
+    lock.lock();
+    if (!ready && sent_ < out_.size()) {
+      // Part of a command may be out: the connection is out of step for everyone.
       fail(fmt::format("could not send to {} in time", to_string(endpoint_)));
     } else {
       flush();

@@ -155,12 +155,12 @@ bool ConnectionPool::settle_idle(Clock::time_point owed_before) {
 
 void ConnectionPool::clear() {
   std::vector<std::shared_ptr<Connection>> dropped;
-  std::vector<Member> members;
   std::shared_ptr<Connection> renewal;
   std::lock_guard lock(mutex_);
-  open_ -= static_cast<int>(idle_.size() + members_.size());
+  open_ -= static_cast<int>(idle_.size());
   dropped.swap(idle_);
-  members.swap(members_);
+  for (const Member& member : members_) member.conn->retire();
+  prune(dropped);
   if (renewal_idle_) {
     renewal = std::move(renewal_idle_);
     renewal_open_ = false;
@@ -256,6 +256,10 @@ ConnectionPool::Handle ConnectionPool::take_renewal(Clock::time_point deadline,
     silent_ = true;
     error =
         fmt::format("{} did not answer a connect within the renewal round", to_string(endpoint_));
+  } else if (renewal_open_ && sharing_ == Sharing::kShared) {
+    // On loan (a fallback only: one renewal worker per backend). A shared connection will
+    // not do: the round reads it without its lock (fan_out.hpp).
+    error = fmt::format("the renewal connection to {} is in use", to_string(endpoint_));
   } else if (renewal_open_) {  // on loan: as take() does, a shared one
     lock.unlock();
     return take(deadline, error);

@@ -135,7 +135,8 @@ class ConnectionPool final : public Settleable,
   Reply run(const std::function<Reply(Connection&)>& call, Lane lane = Lane::kShared);
 
   [[nodiscard]] const Endpoint& endpoint() const noexcept { return endpoint_; }
-  /// Drops every idle connection (after a failover or a server restart).
+  /// Drops every idle connection (after a failover or a server restart); a shared pool's
+  /// connections take no new callers and close once their callers are done.
   void clear();
 
  private:
@@ -151,6 +152,7 @@ class ConnectionPool final : public Settleable,
   /// nobody uses, into `dropped` (destroyed once mutex_ is let go: their detached replies'
   /// callbacks take it).
   void prune(std::vector<std::shared_ptr<Connection>>& dropped);
+  [[nodiscard]] bool done_with(const Connection& conn) const;
   bool settle_shared(Clock::time_point owed_before);
   /// With mutex_ held: waits for the calling thread's pin to be dropped or to name a
   /// connection it can have, until `deadline`; false, with `error`, when it passed.

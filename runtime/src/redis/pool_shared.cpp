@@ -10,9 +10,18 @@
 
 namespace dlock::internal {
 
+// A retiring connection that still owes detached replies (releases nobody waits for) stays
+// until they are read or their time is up: another caller's timeout is no reason to fail
+// them.
+bool ConnectionPool::done_with(const Connection& conn) const {
+  if (conn.broken()) return true;
+  if (!conn.retiring()) return false;
+  return conn.owed() == 0 || Clock::now() - conn.owed_since() > config_.command_timeout;
+}
+
 void ConnectionPool::prune(std::vector<std::shared_ptr<Connection>>& dropped) {
   for (auto it = members_.begin(); it != members_.end();) {
-    if (it->users == 0 && (it->conn->broken() || it->conn->retiring())) {
+    if (it->users == 0 && done_with(*it->conn)) {
       dropped.push_back(std::move(it->conn));
       it = members_.erase(it);
       --open_;
@@ -47,15 +56,20 @@ ConnectionPool::Handle ConnectionPool::take_shared(Clock::time_point deadline, s
       continue;
     }
     Member* best = nullptr;
+    int leaving = 0;  // retiring or broken, still in use: not counted against pool_size
     for (Member& member : members_) {
-      if (member.conn->broken() || member.conn->retiring()) continue;
+      if (member.conn->broken() || member.conn->retiring()) {
+        ++leaving;
+        continue;
+      }
       if (best == nullptr || member.users < best->users) best = &member;
     }
-    if (best != nullptr && (best->users == 0 || open_ >= config_.pool_size)) {
+    const bool full = open_ - leaving >= config_.pool_size;
+    if (best != nullptr && (best->users == 0 || full)) {
       ++best->users;
       return Handle(this, best->conn, true);
     }
-    if (open_ < config_.pool_size) break;
+    if (!full) break;
     // Every connection is still being opened.
     if (returned_.wait_until(lock, deadline) == std::cv_status::timeout) {
       error = fmt::format("no connection to {} opened in time", to_string(endpoint_));
