@@ -29,6 +29,18 @@ class SharedConnection : public OneServerSuite {
     return std::make_shared<ConnectionPool>(Endpoint{server_->host(), server_->port()}, config,
                                             ConnectionPool::Sharing::kShared);
   }
+  // A PING from a caller of its own (a thread of its own) on `pool`, waited for `within`.
+  static Reply ping_in_another_thread(ConnectionPool& pool, Millis within) {
+    Reply reply = Reply::failed(Reply::Status::kNotSent, "no connection");
+    std::thread([&] {
+      std::string error;
+      ConnectionPool::Handle conn = pool.take(Clock::now() + 1s, error);
+      if (!conn) return;
+      conn->append({"PING"});
+      reply = conn->read_reply(Clock::now() + within);
+    }).join();
+    return reply;
+  }
   static long long blocked_clients() {
     const std::string info = RedisAdmin(*server_).command({"INFO", "clients"});
     const auto at = info.find("blocked_clients:");
@@ -173,14 +185,7 @@ TEST_F(SharedConnection, AnotherCallersTimeoutLeavesADetachedReplyToCome) {
       [&](Reply reply, ConnectionPool::Pin) { status = static_cast<int>(reply.status()); },
       Clock::now() + 1s, error))
       << error;
-  std::thread other([&] {
-    std::string why;
-    ConnectionPool::Handle conn = pool->take(Clock::now() + 1s, why);
-    ASSERT_TRUE(conn) << why;
-    conn->append({"PING"});
-    EXPECT_EQ(conn->read_reply(Clock::now() + 50ms).status(), Reply::Status::kTimeout);
-  });
-  other.join();
+  EXPECT_EQ(ping_in_another_thread(*pool, 50ms).status(), Reply::Status::kTimeout);
   ASSERT_TRUE(wait_until([&] { return status.load() >= 0; }, 3s, 2ms));
   EXPECT_EQ(status.load(), static_cast<int>(Reply::Status::kOk));
 }
@@ -196,13 +201,7 @@ TEST_F(SharedConnection, ARetiringConnectionMakesRoomForANewOne) {
     });
   });
   ASSERT_TRUE(wait_until([&] { return blocked_clients() == 1; }, 2s, 5ms));
-  {
-    std::string error;
-    ConnectionPool::Handle conn = pool->take(Clock::now() + 1s, error);
-    ASSERT_TRUE(conn) << error;
-    conn->append({"PING"});
-    EXPECT_EQ(conn->read_reply(Clock::now() + 50ms).status(), Reply::Status::kTimeout);
-  }
+  EXPECT_EQ(ping_in_another_thread(*pool, 50ms).status(), Reply::Status::kTimeout);
   std::string error;
   const auto before = Clock::now();
   ConnectionPool::Handle conn = pool->take(Clock::now() + 300ms, error);

@@ -30,13 +30,34 @@ std::size_t Connection::owed() const noexcept {
   return shared_ ? shared_->detached.load() : owed_.size();
 }
 
+std::vector<Connection::Shared::Staged>::iterator Connection::Shared::staged_by(
+    std::thread::id thread) {
+  return std::find_if(staged.begin(), staged.end(),
+                      [&](const Staged& batch) { return batch.thread == thread; });
+}
+
+std::shared_ptr<Connection::Shared::Slot> Connection::Shared::take_unread(std::thread::id thread,
+                                                                          bool last) {
+  const auto mine = unread.find(thread);
+  if (mine == unread.end()) return nullptr;
+  auto& slots = mine->second;
+  std::shared_ptr<Slot> slot = std::move(last ? slots.back() : slots.front());
+  if (last) {
+    slots.pop_back();
+  } else {
+    slots.pop_front();
+  }
+  if (slots.empty()) unread.erase(mine);
+  return slot;
+}
+
 void Connection::stage(const std::vector<std::string_view>& argv) {
   const auto me = std::this_thread::get_id();
   std::lock_guard lock(shared_->mutex);
-  auto& staged = shared_->staged;
-  auto it = std::find_if(staged.begin(), staged.end(),
-                         [&](const Shared::Staged& batch) { return batch.thread == me; });
-  if (it == staged.end()) it = staged.insert(staged.end(), Shared::Staged{me, {}, 0});
+  auto it = shared_->staged_by(me);
+  if (it == shared_->staged.end()) {
+    it = shared_->staged.insert(shared_->staged.end(), Shared::Staged{me, {}, 0});
+  }
   append_command(it->bytes, argv);
   ++it->count;
 }
@@ -44,8 +65,7 @@ void Connection::stage(const std::vector<std::string_view>& argv) {
 void Connection::publish(Handed& handed) {
   const auto me = std::this_thread::get_id();
   auto& staged = shared_->staged;
-  const auto it = std::find_if(staged.begin(), staged.end(),
-                               [&](const Shared::Staged& batch) { return batch.thread == me; });
+  const auto it = shared_->staged_by(me);
   if (it == staged.end()) return;
   const Shared::Staged batch = std::move(*it);
   staged.erase(it);
@@ -151,13 +171,9 @@ Reply Connection::read_shared(Clock::time_point deadline) {
   Handed handed;
   std::unique_lock lock(shared_->mutex);
   publish(handed);
-  const auto mine = shared_->unread.find(me);
-  if (mine == shared_->unread.end() || mine->second.empty()) {
+  const std::shared_ptr<Shared::Slot> slot = shared_->take_unread(me, false);
+  if (!slot)
     return Reply::failed(Reply::Status::kNotSent, "no command was sent to read a reply for");
-  }
-  const std::shared_ptr<Shared::Slot> slot = std::move(mine->second.front());
-  mine->second.pop_front();
-  if (mine->second.empty()) shared_->unread.erase(mine);
   while (!slot->reply) {
     if (broken_) {
       fail_due(handed);
@@ -211,15 +227,12 @@ bool Connection::flush_shared(Clock::time_point deadline) {
 void Connection::detach_shared(std::function<void(Reply)> on_reply) {
   const auto me = std::this_thread::get_id();
   std::unique_lock lock(shared_->mutex);
-  const auto mine = shared_->unread.find(me);
-  if (mine == shared_->unread.end() || mine->second.empty()) {
+  const std::shared_ptr<Shared::Slot> slot = shared_->take_unread(me, true);
+  if (!slot) {
     lock.unlock();
     on_reply(Reply::failed(Reply::Status::kNotSent, "no command was sent"));
     return;
   }
-  const std::shared_ptr<Shared::Slot> slot = std::move(mine->second.back());
-  mine->second.pop_back();
-  if (mine->second.empty()) shared_->unread.erase(mine);
   if (slot->reply) {  // read already
     lock.unlock();
     on_reply(std::move(*slot->reply));
@@ -244,10 +257,9 @@ void Connection::forget_thread() noexcept {
   if (!shared_) return;
   const auto me = std::this_thread::get_id();
   std::lock_guard lock(shared_->mutex);
-  auto& staged = shared_->staged;
-  staged.erase(std::remove_if(staged.begin(), staged.end(),
-                              [&](const Shared::Staged& batch) { return batch.thread == me; }),
-               staged.end());
+  if (const auto it = shared_->staged_by(me); it != shared_->staged.end()) {
+    shared_->staged.erase(it);
+  }
   const auto mine = shared_->unread.find(me);
   if (mine == shared_->unread.end()) return;
   for (const auto& slot : mine->second) slot->reader = std::thread::id();

@@ -40,6 +40,11 @@ struct Connection::Shared {
   bool reading = false;                  // a thread reads for everyone
   std::atomic<std::size_t> detached{0};  // slots in `due` with on_reply
   std::atomic<bool> retiring{false};
+
+  /// `thread`'s batch in `staged`, or staged.end().
+  std::vector<Staged>::iterator staged_by(std::thread::id thread);
+  /// Takes the first (or last) slot `thread` has not read; nullptr when there is none.
+  std::shared_ptr<Slot> take_unread(std::thread::id thread, bool last);
 };
 
 // What to do once Shared::mutex is let go: hand detached replies over (on_reply may take

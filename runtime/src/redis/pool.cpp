@@ -45,13 +45,13 @@ void ConnectionPool::give_back(std::shared_ptr<Connection> conn, Lane lane) {
     opened_.notify_all();
     return;
   }
+  // Replies still owed to detached commands: read by the next caller, or by the settler.
+  if (!conn->broken() && conn->owed() > 0) settler::watch(weak_from_this());
   if (sharing_ == Sharing::kShared) {
     give_back_shared(std::move(conn));
     return;
   }
   bool pinned = false;
-  // Replies still owed (a caller that sent without reading): the settler reads them.
-  if (!conn->broken() && conn->owed() > 0) settler::watch(weak_from_this());
   {
     std::lock_guard lock(mutex_);
     if (conn->broken()) {
@@ -175,7 +175,7 @@ ConnectionPool::Handle ConnectionPool::take_idle(Lane lane) {
   }
   if (sharing_ == Sharing::kShared) {
     const auto it = std::find_if(members_.begin(), members_.end(), [](const Member& member) {
-      return member.users == 0 && !member.conn->broken() && !member.conn->retiring();
+      return member.users == 0 && lendable(*member.conn);
     });
     if (it == members_.end()) return {};
     ++it->users;
@@ -292,20 +292,8 @@ ConnectionPool::Handle ConnectionPool::take(Clock::time_point deadline, std::str
     lock.unlock();
     return take_shared(deadline, error);
   }
-  const std::uint64_t me = this_thread_token();
+  if (auto pinned = take_behind_pin(lock, deadline, error)) return std::move(*pinned);
   for (;;) {
-    if (const auto pin = pins_.find(me); pin != pins_.end()) {
-      Handle pinned;
-      if (take_pinned(pin->second.serial, pinned)) return pinned;
-      if (returned_.wait_until(lock, deadline) == std::cv_status::timeout && pins_.count(me) > 0 &&
-          !take_pinned(pins_.at(me).serial, pinned)) {
-        error = fmt::format("a release sent by this thread to {} is still unanswered",
-                            to_string(endpoint_));
-        return {};
-      }
-      if (pinned) return pinned;
-      continue;
-    }
     if (!idle_.empty()) return Handle(this, pick_idle(), true);
     if (open_ < config_.pool_size) break;
     if (returned_.wait_until(lock, deadline) == std::cv_status::timeout && idle_.empty() &&
@@ -345,7 +333,7 @@ bool ConnectionPool::take_pinned(std::uint64_t serial, Handle& out) {
     const auto it = std::find_if(members_.begin(), members_.end(), [&](const Member& member) {
       return member.conn->serial() == serial;
     });
-    if (it == members_.end() || it->conn->broken() || it->conn->retiring()) return false;
+    if (it == members_.end() || !lendable(*it->conn)) return false;
     ++it->users;
     out = Handle(this, it->conn, true);
     return true;

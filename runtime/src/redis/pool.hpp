@@ -21,9 +21,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <vector>
-
+#include <optional>
 #include <unordered_map>
+#include <vector>
 
 #include "background_job.hpp"
 #include "redis/connection.hpp"
@@ -154,10 +154,13 @@ class ConnectionPool final : public Settleable,
   void prune(std::vector<std::shared_ptr<Connection>>& dropped);
   [[nodiscard]] bool done_with(const Connection& conn) const;
   bool settle_shared(Clock::time_point owed_before);
-  /// With mutex_ held: waits for the calling thread's pin to be dropped or to name a
-  /// connection it can have, until `deadline`; false, with `error`, when it passed.
-  bool wait_for_pin(std::unique_lock<std::mutex>& lock, Clock::time_point deadline,
-                    std::string& error);
+  /// With mutex_ held: for a thread pinned behind its own release, that connection once it
+  /// can have it; nothing once the pin is dropped (or if there was none); an empty handle,
+  /// with `error`, when `deadline` passed first.
+  std::optional<Handle> take_behind_pin(std::unique_lock<std::mutex>& lock,
+                                        Clock::time_point deadline, std::string& error);
+  /// A shared connection that takes new callers: neither broken nor retiring.
+  [[nodiscard]] static bool lendable(const Connection& conn);
 
   struct Pinned {
     std::uint64_t serial = 0;  // the connection (Connection::serial); 0: none, wait

@@ -31,34 +31,34 @@ void ConnectionPool::prune(std::vector<std::shared_ptr<Connection>>& dropped) {
   }
 }
 
-bool ConnectionPool::wait_for_pin(std::unique_lock<std::mutex>& lock, Clock::time_point deadline,
-                                  std::string& error) {
-  if (returned_.wait_until(lock, deadline) == std::cv_status::timeout &&
-      pins_.count(this_thread_token()) > 0) {
-    error = fmt::format("a release sent by this thread to {} is still unanswered",
-                        to_string(endpoint_));
-    return false;
+bool ConnectionPool::lendable(const Connection& conn) { return !conn.broken() && !conn.retiring(); }
+
+std::optional<ConnectionPool::Handle> ConnectionPool::take_behind_pin(
+    std::unique_lock<std::mutex>& lock, Clock::time_point deadline, std::string& error) {
+  const std::uint64_t me = this_thread_token();
+  for (bool last = false;; last = returned_.wait_until(lock, deadline) == std::cv_status::timeout) {
+    const auto pin = pins_.find(me);
+    if (pin == pins_.end()) return std::nullopt;
+    Handle pinned;
+    if (take_pinned(pin->second.serial, pinned)) return pinned;
+    if (last) {
+      error = fmt::format("a release sent by this thread to {} is still unanswered",
+                          to_string(endpoint_));
+      return Handle();
+    }
   }
-  return true;
 }
 
 ConnectionPool::Handle ConnectionPool::take_shared(Clock::time_point deadline, std::string& error) {
   std::vector<std::shared_ptr<Connection>> dropped;  // destroyed after the lock is let go
   std::unique_lock lock(mutex_);
-  const std::uint64_t me = this_thread_token();
+  if (auto pinned = take_behind_pin(lock, deadline, error)) return std::move(*pinned);
   for (;;) {
     prune(dropped);
-    if (const auto pin = pins_.find(me); pin != pins_.end()) {
-      // Behind its own release: that connection, or none until the release is answered.
-      Handle pinned;
-      if (take_pinned(pin->second.serial, pinned)) return pinned;
-      if (!wait_for_pin(lock, deadline, error)) return {};
-      continue;
-    }
     Member* best = nullptr;
     int leaving = 0;  // retiring or broken, still in use: not counted against pool_size
     for (Member& member : members_) {
-      if (member.conn->broken() || member.conn->retiring()) {
+      if (!lendable(*member.conn)) {
         ++leaving;
         continue;
       }
@@ -103,8 +103,6 @@ void ConnectionPool::give_back_shared(std::shared_ptr<Connection> conn) {
     if (it != members_.end()) --it->users;
     prune(dropped);
   }
-  // Replies still owed to detached commands: read by the next caller, or by the settler.
-  if (!conn->broken() && conn->owed() > 0) settler::watch(weak_from_this());
   returned_.notify_all();
 }
 
