@@ -1,6 +1,8 @@
--- Releases the lock, if ARGV[1] still owns it, and wakes waiters.
+-- Releases the lock, if ARGV[1] still owns it, and hands it to the first live waiter in its
+-- queue (acquire.lua) or, with nobody queued, tells waiters it is free.
 --
 -- KEYS[1]  the lock            KEYS[2]  the fencing counter of this lock
+-- KEYS[3]  the queue           KEYS[4]  the waiters (both as in acquire.lua)
 -- ARGV[1]  owner id
 -- ARGV[2]  keep-for in ms: > 0 leaves the key to expire then (min_hold), 0 deletes it
 -- ARGV[3]  the release channel (a channel, not a key: in a cluster it is published to
@@ -10,16 +12,23 @@
 --          is the highest of several servers' tokens)
 -- ARGV[5]  lifetime of the fencing counter in ms
 --
--- Returns 1 released, 2 kept until min_hold, 0 gone, -1 held by another owner.
+-- The notification is 'released', or 'granted <token> <owner>' when the lock went to a
+-- waiter. A caller that does not hold the lock (a waiter that gave up) leaves the queue.
+--
+-- Returns 1 released (or handed on), 2 kept until min_hold, 0 gone, -1 held by another owner.
 local floor = tonumber(ARGV[4])
 if floor > 0 and tonumber(redis.call('GET', KEYS[2]) or '0') < floor then
   redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[5])
 end
 local owner = redis.call('HGET', KEYS[1], 'owner')
-if not owner then
-  return 0
-end
 if owner ~= ARGV[1] then
+  -- Not the holder: a waiter that gave up leaves its place (had it been granted the lock,
+  -- it would be the owner and release it below).
+  redis.call('ZREM', KEYS[3], ARGV[1])
+  redis.call('HDEL', KEYS[4], ARGV[1])
+  if not owner then
+    return 0
+  end
   return -1
 end
 local keep_for = tonumber(ARGV[2])
@@ -27,6 +36,37 @@ if keep_for > 0 then
   redis.call('HSET', KEYS[1], 'released', '1')
   redis.call('PEXPIRE', KEYS[1], keep_for)
   return 2
+end
+
+-- The first waiter whose place has not lapsed gets the lock, its hash written over ours
+-- (the same fields); lapsed places are dropped on the way, at most 16 per release (the rest
+-- lapse with the queue's own time-to-live).
+local now_us
+for _ = 1, 16 do
+  local head = redis.call('ZPOPMIN', KEYS[3])[1]
+  if not head then
+    break
+  end
+  if not now_us then
+    local t = redis.call('TIME')
+    now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  local record = redis.call('HGET', KEYS[4], head)
+  redis.call('HDEL', KEYS[4], head)
+  local expires, lease, host, pid, thread, name =
+    string.match(record or '', '^(%d+) (%d+) (%S*) (%S*) (%S*) (.*)$')
+  if expires and tonumber(expires) > now_us and tonumber(lease) > 0 then
+    local last = tonumber(redis.call('GET', KEYS[2]) or '0')
+    local token_text = string.format('%.0f', math.max(last + 1, now_us))
+    redis.call('SET', KEYS[2], token_text, 'PX', ARGV[5])
+    redis.call('HSET', KEYS[1], 'owner', head, 'token', token_text, 'host', host, 'pid', pid,
+               'thread', thread, 'name', name,
+               'acquired_at_ms', string.format('%.0f', math.floor(now_us / 1000)),
+               'lease_ms', lease)
+    redis.call('PEXPIRE', KEYS[1], lease)
+    redis.pcall('PUBLISH', ARGV[3], 'granted ' .. token_text .. ' ' .. head)
+    return 1
+  end
 end
 redis.call('DEL', KEYS[1])
 -- The release has happened; a notification refused (say, an ACL user without channel

@@ -26,15 +26,25 @@ struct GrantRequest {
   Millis lease;
   std::string_view name;   ///< stored with the lock for tools
   Clock::time_point give_up_at;  ///< the caller treats any later answer as a failure
+  /// > 0: the caller waits for the lock. Where the engine hands a released lock to a waiter
+  /// (Backend::hands_off), a busy answer also gives it a place in the key's queue for this
+  /// long; a later attempt of the same owner renews it.
+  Millis place{0};
 };
 
 struct GrantReply {
   enum class Kind { kAcquired, kBusy, kUnavailable };
   Kind kind = Kind::kUnavailable;
   std::uint64_t token = 0;  ///< kAcquired: the fencing token
-  Millis ttl{0};            ///< kBusy: time left on the holder's key, 0 when unknown
+  /// kBusy: time left on the holder's key; kAcquired: time left on ours when the server
+  /// answered, less than the lease when an earlier attempt or a release granted it. 0 when
+  /// unknown.
+  Millis ttl{0};
   bool outcome_unknown = false;  ///< kUnavailable: the request may still have been applied
   std::string error;
+  /// kBusy: the key's last fencing token; a release that grants the lock to this waiter later
+  /// issues a higher one.
+  std::uint64_t last_token = 0;
 };
 
 enum class RenewOutcome { kRenewed, kGone, kTaken, kUnavailable };
@@ -64,10 +74,20 @@ enum class ReleaseOutcome {
 /// A waiter's interest in release notifications for one key, armed when created.
 class ReleaseWatch {
  public:
+  enum class Wake {
+    kTimeout,   ///< `until` came
+    kReleased,  ///< a release was announced: worth trying again
+    kGranted,   ///< a release handed the lock to the owner given to expect_grant()
+  };
   virtual ~ReleaseWatch() = default;
-  /// Returns true when a release of the key was announced since the watch was armed (or
-  /// since the previous true), false at `until`.
-  virtual bool wait_until(Clock::time_point until) = 0;
+  /// Waits for a release of the key announced since the watch was armed (or since the
+  /// previous wake-up), a grant to the expected owner, or `until`.
+  virtual Wake wait_until(Clock::time_point until) = 0;
+  /// From now on, a release that grants the lock to `owner` with a fencing token above
+  /// `above` wakes the waiter with kGranted (and grants to other owners wake nobody).
+  virtual void expect_grant(std::string_view /*owner*/, std::uint64_t /*above*/) {}
+  /// The token of the grant kGranted reported.
+  [[nodiscard]] virtual std::uint64_t granted_token() const { return 0; }
 };
 
 /// The lock seam: what the lock core (ClientCore, Watchdog, Lease) asks of a lock server.
@@ -95,6 +115,9 @@ class Backend {
   /// Arms a watch for releases of `key`. Never fails: without notifications the waiter
   /// falls back to polling.
   virtual std::unique_ptr<ReleaseWatch> watch(const Key& key) = 0;
+  /// Whether a release hands the lock to a queued waiter (GrantRequest::place) and says so
+  /// in its notification, which the waiter's watch then reports as kGranted.
+  [[nodiscard]] virtual bool hands_off() const { return false; }
 
   [[nodiscard]] virtual const BackendConfig& config() const = 0;
 };

@@ -1,6 +1,7 @@
 #include "client_core.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <random>
 
 #include "log.hpp"
@@ -175,64 +176,169 @@ Lease ClientCore::grant(const std::shared_ptr<Backend>& backend, const Key& key,
   return Lease::granted(std::move(state));
 }
 
+// One acquisition that may wait: its tries, its watch and its place in the key's queue.
+class ClientCore::Acquisition {
+ public:
+  Acquisition(ClientCore& core, const Key& key, const LockSettings& settings,
+              std::string_view name)
+      : core_(core),
+        key_(key),
+        settings_(settings),
+        name_(name),
+        backend_(core.backend(settings.backend)),
+        series_(core.metrics_->for_name(name)),
+        started_(Clock::now()),
+        deadline_(later(started_, settings.wait)),
+        owner_(new_owner_id()),
+        first_ttl_(first_lease(settings)),
+        place_(backend_->hands_off() ? queue_place(settings, backend_->config()) : Millis{0}) {}
+
+  Lease run() {
+    for (;;) {
+      const auto sent = Clock::now();
+      const auto give_up_at = later(sent, backend_->config().command_timeout);
+      // A place is asked for once the watch is armed, so that the grant's notice is not missed.
+      const Millis asked = watch_ ? place_ : Millis{0};
+      GrantReply reply =
+          backend_->acquire(GrantRequest{key_, owner_, first_ttl_, name_, give_up_at, asked});
+      maybe_applied_ = maybe_applied_ || reply.outcome_unknown;
+      switch (reply.kind) {
+        case GrantReply::Kind::kAcquired: {
+          // Granted earlier (a lost reply, or a release while we were queued): the key has
+          // only reply.ttl left, counted from no later than this request.
+          const bool earlier = reply.ttl > Millis{0} && reply.ttl < first_ttl_;
+          return granted(reply.token, earlier ? sent - (first_ttl_ - reply.ttl) : sent,
+                         sent - started_);
+        }
+        case GrantReply::Kind::kUnavailable:
+          return give_up(give_up_at, refuse_unavailable(*core_.metrics_, *series_, name_, key_,
+                                                        settings_, Clock::now() - started_,
+                                                        std::move(reply.error)));
+        case GrantReply::Kind::kBusy:
+          break;
+      }
+      if (std::optional<Lease> done = wait_after_busy(reply, sent, asked, give_up_at)) {
+        return std::move(*done);
+      }
+    }
+  }
+
+ private:
+  // After a busy answer: gives up at the deadline, arms the watch after the first one, else
+  // sleeps until a release, a grant to us or the next try. A lease or refusal ends the call.
+  std::optional<Lease> wait_after_busy(const GrantReply& reply, Clock::time_point sent,
+                                       Millis asked, Clock::time_point give_up_at) {
+    bump(core_.metrics_->contention);
+    bump(series_->contention);
+    met_busy_ = true;
+    if (asked > Millis{0}) {
+      // In the queue now. A grant to us from here on carries a token above the key's last
+      // one, and the release that makes it runs after this request was sent.
+      queued_ = true;
+      queued_at_ = sent;
+      watch_->expect_grant(owner_, reply.last_token);
+    }
+    const auto now = Clock::now();
+    if (now >= deadline_) {
+      return give_up(give_up_at, refuse_busy(*core_.metrics_, *series_, name_, key_, settings_,
+                                             now - started_, reply.ttl));
+    }
+    if (!watch_) {
+      // Arm the watch, then try again at once: a release between our try and the watch
+      // would otherwise go unnoticed until the next poll.
+      bump(core_.metrics_->waits);
+      watch_ = backend_->watch(key_);
+      return std::nullopt;
+    }
+    auto pause = pause_before_retry(backend_->config().poll_interval, reply.ttl);
+    // Our place lapses unless a later try renews it.
+    if (queued_) pause = std::min<Clock::duration>(pause, place_ / 3);
+    switch (watch_->wait_until(std::min(deadline_, later(now, pause)))) {
+      case ReleaseWatch::Wake::kGranted:
+        bump(core_.metrics_->wakeups);
+        bump(core_.metrics_->handoffs);
+        return granted(watch_->granted_token(), queued_at_, Clock::now() - started_);
+      case ReleaseWatch::Wake::kReleased:
+        bump(core_.metrics_->wakeups);
+        break;
+      case ReleaseWatch::Wake::kTimeout:
+        break;
+    }
+    return std::nullopt;
+  }
+
+  Lease granted(std::uint64_t token, Clock::time_point granted_from, Clock::duration waited) {
+    record_latency(*core_.metrics_, *series_, started_, met_busy_);
+    return core_.grant(backend_, key_, settings_, name_, owner_, token, granted_from, series_,
+                       waited);
+  }
+
+  // A try may have been applied unseen (a lost reply, a timeout), or a release may have
+  // granted us the lock while queued: giving up must not leave that key behind.
+  Lease give_up(Clock::time_point give_up_at, Lease refusal) {
+    if (queued_) {
+      core_.leave_queue(backend_, key_, owner_, later(give_up_at, first_ttl_));
+    } else if (maybe_applied_) {
+      core_.watchdog_->clean_up_after(backend_, key_, owner_, later(give_up_at, first_ttl_));
+    }
+    record_latency(*core_.metrics_, *series_, started_, met_busy_);
+    return refusal;  // holds no state, so the move marks nothing
+  }
+
+  ClientCore& core_;
+  const Key& key_;
+  const LockSettings& settings_;
+  const std::string_view name_;
+  const std::shared_ptr<Backend>& backend_;
+  // Looked up once per acquire; the lease keeps it for renewals, losses and release.
+  const std::shared_ptr<NameMetrics> series_;
+  const Clock::time_point started_;
+  const Clock::time_point deadline_;
+  // Every try uses the same owner, so a grant settles any earlier try that was applied.
+  const std::string owner_;
+  const Millis first_ttl_;
+  const Millis place_;  // 0: the backend does not hand off
+  std::unique_ptr<ReleaseWatch> watch_;
+  bool met_busy_ = false;
+  bool maybe_applied_ = false;
+  bool queued_ = false;
+  Clock::time_point queued_at_{};  // when the last try that kept our place was sent
+};
+
 Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::string_view name) {
   refuse_short_lease(key, settings);
   Reentry again = reenter(key, settings);
   if (again.held) return Lease::granted(std::move(again.held));
   if (!again.refusal.empty()) return Lease::refused(AcquireStatus::kBusy, std::move(again.refusal));
+  return Acquisition(*this, key, settings, name).run();
+}
 
-  const auto& backend = this->backend(settings.backend);
-  // Looked up once per acquire; the lease keeps it for renewals, losses and release.
-  std::shared_ptr<NameMetrics> series = metrics_->for_name(name);
-  const auto started = Clock::now();
-  const auto deadline = later(started, settings.wait);
-  const std::string owner = new_owner_id();
-  const Millis first_ttl = first_lease(settings);
-  std::unique_ptr<ReleaseWatch> watch;
-  bool met_busy = false;
-  // An attempt may have been applied unseen (a lost reply, a timeout). Later ones use the same
-  // owner, so a grant settles it; giving up without one must not leave its key behind.
-  bool maybe_applied = false;
-  const auto give_up = [&](Clock::time_point give_up_at, Lease refusal) {
-    if (maybe_applied) watchdog_->clean_up_after(backend, key, owner, later(give_up_at, first_ttl));
-    record_latency(*metrics_, *series, started, met_busy);
-    return refusal;  // holds no state, so the move marks nothing
+// How long a waiter's place in the queue lasts without being renewed: four polls, within
+// [1 s, lease]. A waiter that dies keeps its place that long, and a release in that time
+// grants it the lock, which then expires with the waiter's lease.
+Millis ClientCore::queue_place(const LockSettings& settings, const BackendConfig& config) {
+  return std::min(first_lease(settings), std::max(Millis{1000}, 4 * config.poll_interval));
+}
+
+// A waiter that gives up after queueing: a release may have granted it the lock unseen, so it
+// releases whatever it holds and leaves the queue, without waiting for the answer.
+void ClientCore::leave_queue(const std::shared_ptr<Backend>& backend, const Key& key,
+                             const std::string& owner, Clock::time_point until) {
+  const BackendConfig& config = backend->config();
+  settler::begin(2 * (config.connect_timeout + config.command_timeout));
+  auto watchdog = watchdog_;
+  auto done = [watchdog, backend, key, owner, until](ReleaseOutcome outcome) {
+    if (outcome == ReleaseOutcome::kUnavailable) {
+      try {
+        watchdog->clean_up_after(backend, key, owner, until);
+      } catch (...) {  // out of memory: the key, if it is ours, expires with its lease
+      }
+    }
+    settler::end();
   };
-
-  for (;;) {
-    const auto sent = Clock::now();
-    const auto give_up_at = later(sent, backend->config().command_timeout);
-    GrantReply reply = backend->acquire(GrantRequest{key, owner, first_ttl, name, give_up_at});
-    maybe_applied = maybe_applied || reply.outcome_unknown;
-    switch (reply.kind) {
-      case GrantReply::Kind::kAcquired:
-        record_latency(*metrics_, *series, started, met_busy);
-        return grant(backend, key, settings, name, owner, reply.token, sent, series,
-                     sent - started);
-      case GrantReply::Kind::kUnavailable:
-        return give_up(give_up_at,
-                       refuse_unavailable(*metrics_, *series, name, key, settings,
-                                          Clock::now() - started, std::move(reply.error)));
-      case GrantReply::Kind::kBusy:
-        break;
-    }
-    bump(metrics_->contention);
-    bump(series->contention);
-    met_busy = true;
-    const auto now = Clock::now();
-    if (now >= deadline) {
-      return give_up(give_up_at, refuse_busy(*metrics_, *series, name, key, settings, now - started,
-                                             reply.ttl));
-    }
-    if (!watch) {
-      // Arm the watch, then try again at once: a release between our try and the watch
-      // would otherwise go unnoticed until the next poll.
-      bump(metrics_->waits);
-      watch = backend->watch(key);
-      continue;
-    }
-    const auto pause = pause_before_retry(backend->config().poll_interval, reply.ttl);
-    if (watch->wait_until(std::min(deadline, later(now, pause)))) bump(metrics_->wakeups);
+  if (!backend->release_later(key, owner, Millis{0}, std::move(done))) {
+    settler::end();
+    watchdog_->clean_up_after(backend, key, owner, until);
   }
 }
 

@@ -38,6 +38,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   }
 
  private:
+  class Acquisition;
+
   struct HoldKey {
     std::uint64_t thread;  ///< this_thread_token(): never reused, unlike std::thread::id
     std::string backend;
@@ -57,6 +59,10 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
               const LockSettings& settings, std::string_view name, const std::string& owner,
               std::uint64_t token, Clock::time_point sent, std::shared_ptr<NameMetrics> series,
               Clock::duration waited);
+
+  static Millis queue_place(const LockSettings& settings, const BackendConfig& config);
+  void leave_queue(const std::shared_ptr<Backend>& backend, const Key& key,
+                   const std::string& owner, Clock::time_point until);
 
   /// Counts and logs what a release came to; a loss marks the lease lost.
   ReleaseStatus report_release(const std::shared_ptr<LeaseState>& lease, ReleaseOutcome outcome,

@@ -1,26 +1,61 @@
 #include "release_signals.hpp"
 
+#include <algorithm>
+#include <charconv>
+#include <optional>
+
 namespace dlock::internal {
 
 class ReleaseSignals::Watch final : public ReleaseWatch {
  public:
   Watch(ReleaseSignals& owner, std::string channel, std::uint64_t seen)
       : owner_(owner), channel_(std::move(channel)), seen_(seen) {}
-  ~Watch() override { owner_.drop(channel_); }
+  ~Watch() override {
+    if (!expected_.empty()) {
+      std::lock_guard lock(owner_.mutex_);
+      auto it = owner_.signals_.find(channel_);
+      if (it != owner_.signals_.end()) it->second.grants.erase(expected_);
+    }
+    owner_.drop(channel_);
+  }
 
-  bool wait_until(Clock::time_point until) override {
+  Wake wait_until(Clock::time_point until) override {
     std::unique_lock lock(owner_.mutex_);
     auto& signal = owner_.signals_[channel_];
-    const bool fired =
-        owner_.changed_.wait_until(lock, until, [&] { return signal.generation != seen_; });
+    const auto granted = [&] {
+      if (expected_.empty()) return false;
+      auto it = signal.grants.find(expected_);
+      return it != signal.grants.end() && it->second > above_;
+    };
+    owner_.changed_.wait_until(lock, until,
+                               [&] { return signal.generation != seen_ || granted(); });
+    if (granted()) {
+      token_ = signal.grants.find(expected_)->second;
+      return Wake::kGranted;
+    }
+    if (signal.generation == seen_) return Wake::kTimeout;
     seen_ = signal.generation;
-    return fired;
+    return Wake::kReleased;
   }
+
+  void expect_grant(std::string_view owner, std::uint64_t above) override {
+    std::lock_guard lock(owner_.mutex_);
+    auto& grants = owner_.signals_[channel_].grants;
+    if (!expected_.empty() && expected_ != owner) grants.erase(expected_);
+    expected_ = std::string(owner);
+    above_ = above;
+    grants.try_emplace(expected_, 0);
+  }
+
+  [[nodiscard]] std::uint64_t granted_token() const override { return token_; }
 
  private:
   ReleaseSignals& owner_;
   std::string channel_;
   std::uint64_t seen_;
+  std::string expected_;  // the owner a grant is expected for, empty for none
+  std::uint64_t above_ = 0;
+  std::uint64_t token_ = 0;
 };
 
 std::unique_ptr<ReleaseWatch> ReleaseSignals::watch(const std::string& channel) {
@@ -39,12 +74,37 @@ std::unique_ptr<ReleaseWatch> ReleaseSignals::watch(const std::string& channel) 
   return std::make_unique<Watch>(*this, channel, seen);
 }
 
-void ReleaseSignals::notify(const std::string& channel) {
+namespace {
+
+// "granted <token> <owner>" -> (token, owner); anything else is a plain release.
+std::optional<std::pair<std::uint64_t, std::string_view>> grant_in(std::string_view payload) {
+  constexpr std::string_view kPrefix = "granted ";
+  if (payload.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+  payload.remove_prefix(kPrefix.size());
+  const auto space = payload.find(' ');
+  if (space == std::string_view::npos || space == 0) return std::nullopt;
+  std::uint64_t token = 0;
+  const auto [end, error] = std::from_chars(payload.data(), payload.data() + space, token);
+  if (error != std::errc{} || end != payload.data() + space || token == 0) return std::nullopt;
+  return std::pair{token, payload.substr(space + 1)};
+}
+
+}  // namespace
+
+void ReleaseSignals::notify(const std::string& channel, std::string_view payload) {
   {
     std::lock_guard lock(mutex_);
     auto it = signals_.find(channel);
     if (it == signals_.end()) return;
-    ++it->second.generation;
+    if (const auto grant = grant_in(payload)) {
+      // The lock went to a queued waiter: only that waiter (if it is one of ours) has
+      // anything to do; the others would find the lock busy.
+      auto waiter = it->second.grants.find(grant->second);
+      if (waiter == it->second.grants.end()) return;
+      waiter->second = std::max(waiter->second, grant->first);
+    } else {
+      ++it->second.generation;
+    }
   }
   changed_.notify_all();
 }

@@ -1,5 +1,7 @@
 // Per-key release signals shared by waiters: whoever learns of a release (the memory
-// store, the Redis subscriber) calls notify(); watches armed on that key wake up.
+// store, the Redis subscriber) calls notify(); watches armed on that key wake up. A message
+// "granted <token> <owner>" (release.lua handing the lock to a queued waiter) wakes only the
+// watch that expects a grant to that owner.
 #pragma once
 
 #include <condition_variable>
@@ -9,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "backend.hpp"
 
@@ -25,7 +28,9 @@ class ReleaseSignals {
   explicit ReleaseSignals(InterestHook hook = {}) : hook_(std::move(hook)) {}
 
   std::unique_ptr<ReleaseWatch> watch(const std::string& channel);
-  void notify(const std::string& channel);
+  /// A release of `channel` was announced, with the message's payload (empty: a plain
+  /// release, as is any payload that is not a grant).
+  void notify(const std::string& channel, std::string_view payload = {});
   /// Channels that currently have watchers.
   [[nodiscard]] std::vector<std::string> channels() const;
 
@@ -33,6 +38,9 @@ class ReleaseSignals {
   struct Signal {
     std::uint64_t generation = 0;
     int watchers = 0;
+    /// Owners whose watches expect a grant (expect_grant) -> the granted token, 0 while none
+    /// has come.
+    std::map<std::string, std::uint64_t, std::less<>> grants;
   };
   class Watch;
 

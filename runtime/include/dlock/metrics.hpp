@@ -69,6 +69,8 @@ struct LatencySummary {
   X(waits, "", "Acquire calls that had to wait at least once.")                                   \
   X(contention, "", "Busy answers seen, including retries.")                                      \
   X(wakeups, "dlock_wakeups_total", "Waits ended early by a release notification.")               \
+  X(handoffs, "dlock_handoffs_total",                                                             \
+    "Grants made by the holder's release to this waiting client, without a request of its own.")  \
   X(renewals, "dlock_renewals_total", "Lease renewals confirmed by the backend.")                 \
   X(renewal_failures, "", "Renewals that did not reach the backend.")                             \
   X(losses, "", "Leases found lost (taken, expired, gone).")                                      \

@@ -103,6 +103,8 @@ class ClusterBackend final : public RoutedBackend {
     return feed().watch(lock_keys(service_, key.str()).channel);
   }
 
+  [[nodiscard]] bool hands_off() const override { return true; }
+
  private:
   Reply on_server_of(std::string_view redis_key, Clock::time_point deadline,
                      const ServerCall& call) override {

@@ -20,10 +20,11 @@ const std::string& fence_lifetime_text() {
 ScriptCall acquire_call(const LockKeys& keys, const GrantRequest& request, Millis key_ttl,
                         std::int64_t not_after_us) {
   return ScriptCall{&acquire_script(),
-                    {keys.lock, keys.fence},
+                    {keys.lock, keys.fence, keys.queue, keys.waiters},
                     {std::string(request.owner), millis_text(key_ttl), std::to_string(not_after_us),
                      host_name(), std::to_string(process_id()), std::to_string(thread_id()),
-                     std::string(request.name), fence_lifetime_text()}};
+                     std::string(request.name), fence_lifetime_text(),
+                     millis_text(request.place)}};
 }
 
 ScriptCall renew_call(const LockKeys& keys, std::string_view owner, Millis ttl,
@@ -37,7 +38,7 @@ ScriptCall renew_call(const LockKeys& keys, std::string_view owner, Millis ttl,
 ScriptCall release_call(const LockKeys& keys, std::string_view owner, Millis keep_for,
                         std::uint64_t token_floor) {
   return ScriptCall{&release_script(),
-                    {keys.lock, keys.fence},
+                    {keys.lock, keys.fence, keys.queue, keys.waiters},
                     {std::string(owner), millis_text(keep_for), keys.channel,
                      std::to_string(token_floor), fence_lifetime_text()}};
 }
@@ -52,7 +53,8 @@ GrantReply grant_of(const Reply& reply) {
     return out;
   }
   const ReplyView raw(reply);
-  const std::optional<long long> code = raw[0].integer(), value = raw[1].integer();
+  const std::optional<long long> code = raw[0].integer(), value = raw[1].integer(),
+                                 extra = raw[2].integer();
   if (reply.is_error() || !code || !value) {
     out.error = !reply.is_error()     ? "unexpected reply to acquire"
                 : reply.text().empty() ? "an error reply without a message"
@@ -62,9 +64,11 @@ GrantReply grant_of(const Reply& reply) {
   if (*code == 1) {
     out.kind = GrantReply::Kind::kAcquired;
     out.token = static_cast<std::uint64_t>(*value);
+    if (extra && *extra > 0) out.ttl = Millis{*extra};
   } else if (*code == 0) {
     out.kind = GrantReply::Kind::kBusy;
     out.ttl = Millis{std::max(0LL, *value)};
+    if (extra && *extra > 0) out.last_token = static_cast<std::uint64_t>(*extra);
     // An earlier attempt may have been granted after all and lost the key to this owner
     // since, or may still be on its way.
     out.outcome_unknown = reply.after_uncertain_attempt();

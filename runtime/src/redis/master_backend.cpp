@@ -115,6 +115,10 @@ class MasterBackend final : public RoutedBackend {
     return feed().watch(lock_keys(service_, key.str()).channel);
   }
 
+  // With wait_replicas, a grant counts only once WAIT confirms it, which a grant made by
+  // someone else's release cannot wait for: waiters then take the lock themselves.
+  [[nodiscard]] bool hands_off() const override { return config_.wait_replicas == 0; }
+
  private:
   Reply on_server_of(std::string_view, Clock::time_point deadline,
                      const ServerCall& call) override {

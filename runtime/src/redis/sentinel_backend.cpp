@@ -179,7 +179,11 @@ class SentinelLocator final : public MasterLocator {
       monitor_ = std::thread([this] {
         auto watch = monitor_feed_->watch(std::string(kSwitchMaster));
         while (!stopping_) {
-          if (!watch->wait_until(Clock::now() + std::chrono::seconds(1)) || stopping_) continue;
+          if (watch->wait_until(Clock::now() + std::chrono::seconds(1)) ==
+                  ReleaseWatch::Wake::kTimeout ||
+              stopping_) {
+            continue;
+          }
           log(LogLevel::kDebug, "sentinel: {} or a lost sentinel link; looking up master '{}'",
               kSwitchMaster, config_.master_name);
           relocate(generation(), Clock::now() + config_.connect_timeout + config_.command_timeout);

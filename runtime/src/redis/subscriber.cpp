@@ -165,7 +165,8 @@ void Subscriber::read_messages() {
     const std::string_view kind = message[0].text();
     const std::string channel(message[1].text());
     if (kind == "message") {
-      if (!filter_ || filter_(channel, message[2].text())) signals_.notify(channel);
+      const std::string_view payload = message[2].text();
+      if (!filter_ || filter_(channel, payload)) signals_.notify(channel, payload);
     } else if (kind == "subscribe" || kind == "unsubscribe") {
       {
         std::lock_guard lock(mutex_);

@@ -1,0 +1,185 @@
+// Handoff against a real redis-server: a waiter queued on a busy lock is granted it by the
+// holder's release, in the same script, and learns of it from the release notification
+// without a request of its own. Waiters are served in the order they queued; one that gives
+// up leaves the queue; a dead waiter's place lapses; a grant whose notice never arrives is
+// found by the waiter's next attempt, with the key's real time left.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "dlock/dlock.hpp"
+#include "fixtures.hpp"
+#include "redis/keys.hpp"
+
+namespace dlock::test {
+namespace {
+
+class Handoff : public OneServerSuite {
+ protected:
+  static internal::LockKeys keys(const std::string& key) {
+    return internal::lock_keys(unique_service(), key);
+  }
+  static long long queued(const std::string& key) {
+    return RedisAdmin(*server_).integer({"ZCARD", keys(key).queue});
+  }
+  static std::optional<std::string> holder(const std::string& key) {
+    return RedisAdmin(*server_).string({"HGET", keys(key).lock, "owner"});
+  }
+  // The server's clock in microseconds.
+  static long long server_us() {
+    const auto t = RedisAdmin(*server_).array({"TIME"});
+    return std::stoll(t.at(0)) * 1000000 + std::stoll(t.at(1));
+  }
+  // A waiter of another process that never comes back: a place lasting `place`, a grant
+  // of `lease`.
+  static void queue_ghost(const std::string& key, const std::string& owner, Millis place,
+                          Millis lease) {
+    RedisAdmin admin(*server_);
+    const long long now = server_us();
+    admin.command({"ZADD", keys(key).queue, std::to_string(now), owner});
+    admin.command({"HSET", keys(key).waiters, owner,
+                   std::to_string(now + place.count() * 1000) + " " + std::to_string(lease.count()) +
+                       " ghost-host 1 1 ghost name"});
+  }
+  static Config slow_polling() {
+    Config config = single_node_config(*server_);
+    config.backends["default"].poll_interval = 3s;  // a retry would take seconds
+    return config;
+  }
+};
+
+TEST_F(Handoff, TheReleaseGrantsTheLockToTheQueuedWaiter) {
+  Client a(slow_polling()), b(slow_polling());
+  Lease held = a.acquire("doc", settings(10s));
+  ASSERT_TRUE(held);
+  Lease got;
+  std::thread waiter([&] { got = b.acquire("doc", settings(7s, 5s)); });
+  ASSERT_TRUE(wait_until([&] { return queued("doc") == 1; }, 2s, 1ms));
+  const auto released = Clock::now();
+  ASSERT_EQ(held.release(), ReleaseStatus::kReleased);
+  // Granted by the release itself: the key already has its next owner, with that owner's lease.
+  const auto next = holder("doc");
+  ASSERT_TRUE(next.has_value());
+  const long long pttl = RedisAdmin(*server_).integer({"PTTL", keys("doc").lock});
+  EXPECT_GT(pttl, 6000);
+  EXPECT_LE(pttl, 7000);
+  EXPECT_EQ(queued("doc"), 0);
+  waiter.join();
+  ASSERT_TRUE(got) << got.error();
+  EXPECT_LT(elapsed_ms(released), 1000) << "woke by polling, not by the grant";
+  EXPECT_GT(got.token(), held.token());
+  EXPECT_EQ(std::to_string(got.token()),
+            RedisAdmin(*server_).string({"HGET", keys("doc").lock, "token"}).value_or(""));
+  EXPECT_EQ(b.metrics().handoffs, 1u);
+  EXPECT_EQ(b.metrics().contention, 2u) << "the first try, then the try that queued";
+  EXPECT_GT(got.remaining(), 5000ms);
+  EXPECT_EQ(got.release(), ReleaseStatus::kReleased);
+  EXPECT_FALSE(holder("doc").has_value());
+}
+
+TEST_F(Handoff, WaitersAreServedInTheOrderTheyQueued) {
+  Client a(slow_polling());
+  Lease held = a.acquire("line", settings(10s));
+  ASSERT_TRUE(held);
+  std::vector<std::unique_ptr<Client>> clients;
+  std::vector<std::thread> waiters;
+  std::mutex mutex;
+  std::vector<int> order;
+  for (int i = 0; i < 4; ++i) {
+    clients.push_back(std::make_unique<Client>(slow_polling()));
+    waiters.emplace_back([&, i] {
+      Lease lease = clients[i]->acquire("line", settings(10s, 8s));
+      EXPECT_TRUE(lease) << lease.error();
+      {
+        std::lock_guard lock(mutex);
+        order.push_back(i);
+      }
+      std::this_thread::sleep_for(10ms);
+      // The destructor's release, which nobody waits for, hands the lock on.
+    });
+    ASSERT_TRUE(wait_until([&] { return queued("line") == i + 1; }, 2s, 1ms));
+  }
+  held.release();
+  for (auto& t : waiters) t.join();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
+  for (auto& client : clients) EXPECT_EQ(client->metrics().handoffs, 1u);
+}
+
+// Without leaving the queue, the place (1 s here) would outlive the wait, and the release
+// below would hand the lock to a waiter that has gone.
+TEST_F(Handoff, AWaiterThatGivesUpLeavesTheQueue) {
+  Client a(slow_polling()), b(slow_polling());
+  Lease held = a.acquire("doc", settings(10s));
+  ASSERT_TRUE(held);
+  Lease refused = b.acquire("doc", settings(10s, 300ms));
+  EXPECT_EQ(refused.status(), AcquireStatus::kBusy);
+  EXPECT_TRUE(wait_until([&] { return queued("doc") == 0; }, 2s, 5ms));
+  ASSERT_EQ(held.release(), ReleaseStatus::kReleased);
+  EXPECT_FALSE(holder("doc").has_value());
+}
+
+TEST_F(Handoff, ALapsedPlaceIsSkipped) {
+  Client a(slow_polling()), b(slow_polling());
+  Lease held = a.acquire("doc", settings(10s));
+  ASSERT_TRUE(held);
+  queue_ghost("doc", "ghost-lapsed", -1000ms, 10s);
+  ASSERT_EQ(held.release(), ReleaseStatus::kReleased);
+  EXPECT_FALSE(holder("doc").has_value());
+  EXPECT_TRUE(b.try_acquire("doc", settings(1s)));
+}
+
+// A waiter that died while its place was still good is granted the lock, which then expires
+// with the lease it asked for: the queue is blocked for at most one lease.
+TEST_F(Handoff, ADeadWaitersGrantExpiresWithItsLease) {
+  Client a(slow_polling()), b(slow_polling());
+  Lease held = a.acquire("doc", settings(10s));
+  ASSERT_TRUE(held);
+  queue_ghost("doc", "ghost", 5000ms, 400ms);
+  ASSERT_EQ(held.release(), ReleaseStatus::kReleased);
+  EXPECT_EQ(holder("doc").value_or(""), "ghost");
+  const auto granted = Clock::now();
+  Lease next = b.acquire("doc", settings(10s, 3s));
+  ASSERT_TRUE(next) << next.error();
+  EXPECT_GE(elapsed_ms(granted), 250);
+  EXPECT_LT(elapsed_ms(granted), 2000);
+  EXPECT_GT(next.token(), held.token());
+}
+
+// The grant's notice is lost (here it is never published: another release wrote it): the
+// waiter's next attempt finds the key its own, and counts its validity from the key's time
+// left rather than from a full lease.
+TEST_F(Handoff, AGrantWhoseNoticeIsLostIsFoundByTheNextAttempt) {
+  Config config = single_node_config(*server_);  // polls every 250 ms
+  Client a(config), b(config);
+  Lease held = a.acquire("doc", settings(10s));
+  ASSERT_TRUE(held);
+  Lease got;
+  std::thread waiter([&] { got = b.acquire("doc", settings(10s, 5s)); });
+  ASSERT_TRUE(wait_until([&] { return queued("doc") == 1; }, 2s, 1ms));
+  RedisAdmin admin(*server_);
+  const std::string owner = admin.array({"ZRANGE", keys("doc").queue, "0", "0"}).at(0);
+  const std::string token = std::to_string(held.token() + 1000);
+  admin.command({"DEL", keys("doc").queue, keys("doc").waiters});
+  admin.command({"HSET", keys("doc").lock, "owner", owner, "token", token});
+  admin.command({"PEXPIRE", keys("doc").lock, "4000"});
+  waiter.join();
+  ASSERT_TRUE(got) << got.error();
+  EXPECT_EQ(std::to_string(got.token()), token);
+  EXPECT_EQ(b.metrics().handoffs, 0u);
+  EXPECT_LE(got.remaining(), 4000ms);
+  EXPECT_GT(got.remaining(), 2500ms);
+  EXPECT_EQ(held.release(), ReleaseStatus::kLost);
+}
+
+// Nobody waited: no queue was made, and the release looked for none at the cost of one call.
+TEST_F(Handoff, TheUncontendedPathLeavesNoQueueBehind) {
+  Client a(slow_polling());
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(a.acquire("solo", settings(1s)));
+  EXPECT_EQ(RedisAdmin(*server_).integer({"EXISTS", keys("solo").queue, keys("solo").waiters}), 0);
+}
+
+}  // namespace
+}  // namespace dlock::test

@@ -1,0 +1,112 @@
+// ReleaseSignals: plain releases wake every watch of a channel; a grant ("granted <token>
+// <owner>") wakes only the watch that expects it, and only with a token above the one it
+// was told to expect.
+#include "release_signals.hpp"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace dlock::internal {
+namespace {
+
+using namespace std::chrono_literals;
+using Wake = ReleaseWatch::Wake;
+
+Clock::time_point soon() { return Clock::now() + 20ms; }
+
+TEST(ReleaseSignals, APlainReleaseWakesEveryWatchOnce) {
+  ReleaseSignals signals;
+  auto a = signals.watch("ch");
+  auto b = signals.watch("ch");
+  signals.notify("ch", "released");
+  EXPECT_EQ(a->wait_until(soon()), Wake::kReleased);
+  EXPECT_EQ(b->wait_until(soon()), Wake::kReleased);
+  EXPECT_EQ(a->wait_until(soon()), Wake::kTimeout);
+  signals.notify("other");
+  EXPECT_EQ(b->wait_until(soon()), Wake::kTimeout);
+}
+
+TEST(ReleaseSignals, AGrantWakesOnlyTheWatchExpectingThatOwner) {
+  ReleaseSignals signals;
+  auto mine = signals.watch("ch");
+  auto other = signals.watch("ch");
+  mine->expect_grant("owner-1", 100);
+  other->expect_grant("owner-2", 100);
+  signals.notify("ch", "granted 101 owner-1");
+  EXPECT_EQ(other->wait_until(soon()), Wake::kTimeout);
+  EXPECT_EQ(mine->wait_until(soon()), Wake::kGranted);
+  EXPECT_EQ(mine->granted_token(), 101u);
+}
+
+TEST(ReleaseSignals, AGrantForAnOwnerNobodyHereExpectsWakesNobody) {
+  ReleaseSignals signals;
+  auto watch = signals.watch("ch");
+  signals.notify("ch", "granted 7 someone-else");
+  EXPECT_EQ(watch->wait_until(soon()), Wake::kTimeout);
+}
+
+// A grant that came before the waiter's latest place (its token not above the key's last
+// token then) was lost since; only a later one counts.
+TEST(ReleaseSignals, AGrantNotAboveTheExpectedTokenIsStale) {
+  ReleaseSignals signals;
+  auto watch = signals.watch("ch");
+  watch->expect_grant("me", 0);
+  signals.notify("ch", "granted 50 me");
+  watch->expect_grant("me", 50);  // a later attempt saw token 50 as the key's last
+  EXPECT_EQ(watch->wait_until(soon()), Wake::kTimeout);
+  signals.notify("ch", "granted 51 me");
+  EXPECT_EQ(watch->wait_until(soon()), Wake::kGranted);
+  EXPECT_EQ(watch->granted_token(), 51u);
+}
+
+// The notice may come between the request that queued the waiter and its reply: it is kept
+// until the waiter looks.
+TEST(ReleaseSignals, AGrantThatArrivesBeforeTheWaiterWaitsIsKept) {
+  ReleaseSignals signals;
+  auto watch = signals.watch("ch");
+  watch->expect_grant("me", 0);
+  signals.notify("ch", "granted 9 me");
+  watch->expect_grant("me", 8);
+  EXPECT_EQ(watch->wait_until(soon()), Wake::kGranted);
+}
+
+TEST(ReleaseSignals, MalformedGrantsAreTakenAsPlainReleases) {
+  ReleaseSignals signals;
+  auto watch = signals.watch("ch");
+  watch->expect_grant("me", 0);
+  for (const char* payload : {"granted", "granted x me", "granted 0 me", "granted 12", "granted  me",
+                              "granted 1x me"}) {
+    signals.notify("ch", payload);
+    EXPECT_EQ(watch->wait_until(soon()), Wake::kReleased) << payload;
+  }
+}
+
+TEST(ReleaseSignals, AWaiterBlockedInWaitUntilIsWokenByItsGrant) {
+  ReleaseSignals signals;
+  auto watch = signals.watch("ch");
+  watch->expect_grant("me", 3);
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(30ms);
+    signals.notify("ch", "granted 4 me");
+  });
+  const auto started = Clock::now();
+  EXPECT_EQ(watch->wait_until(Clock::now() + 5s), Wake::kGranted);
+  EXPECT_LT(Clock::now() - started, 2s);
+  releaser.join();
+}
+
+TEST(ReleaseSignals, AnExpectationEndsWithItsWatch) {
+  ReleaseSignals signals;
+  auto keep = signals.watch("ch");  // keeps the channel's entry alive
+  {
+    auto gone = signals.watch("ch");
+    gone->expect_grant("me", 0);
+  }
+  auto again = signals.watch("ch");
+  signals.notify("ch", "granted 5 me");  // nobody expects "me" any more
+  EXPECT_EQ(again->wait_until(soon()), Wake::kTimeout);
+}
+
+}  // namespace
+}  // namespace dlock::internal
