@@ -186,11 +186,10 @@ struct RawCycle {
     if (scripts) {
       const std::string acquire_sha = raw.load(lua_script("acquire.lua"));
       const std::string release_sha = raw.load(lua_script("release.lua"));
-      acquire = {"EVALSHA", acquire_sha, "4", "raw:{k}:lock", "raw:{k}:fence", "raw:{k}:queue",
-                 "raw:{k}:waiters", "raw-owner", "30002", "0", "bench-host", "1", "1", "raw",
-                 "86400000", "0"};
-      release = {"EVALSHA", release_sha, "4", "raw:{k}:lock", "raw:{k}:fence", "raw:{k}:queue",
-                 "raw:{k}:waiters", "raw-owner", "0", "raw:{k}:released", "0", "86400000"};
+      acquire = {"EVALSHA", acquire_sha, "2", "raw:{k}:lock", "raw:{k}:fence", "raw-owner", "30002", "0",
+                 "bench-host", "1", "1", "raw", "86400000", "0"};
+      release = {"EVALSHA", release_sha, "2", "raw:{k}:lock", "raw:{k}:fence", "raw-owner", "0",
+                 "raw:{k}:released", "0", "86400000"};
     } else {
       const std::string sha = raw.load(kSimpleRelease);
       acquire = {"SET", "raw-lock", "owner-1", "NX", "PX", "30000"};

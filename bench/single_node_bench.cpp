@@ -58,14 +58,12 @@ void BM_RawDlockScripts(benchmark::State& state) {
   // The keys, owner id and metadata dlock would send for this lock (see lock_scripts.cpp).
   const char* lock = "dlock:{bench:raw-key}:lock";
   const char* fence = "dlock:{bench:raw-key}:fence";
-  const char* queue = "dlock:{bench:raw-key}:queue";
-  const char* waiters = "dlock:{bench:raw-key}:waiters";
   const char* owner = "5f3a9c1e2b7d4a605f3a9c1e2b7d4a60:1a";
   for (auto _ : state) {
-    raw.run("EVALSHA %s 4 %s %s %s %s %s 30000 0 bench-host 12345 12345 raw-key 604800000 0",
-            acquire.c_str(), lock, fence, queue, waiters, owner);
-    raw.run("EVALSHA %s 4 %s %s %s %s %s 0 dlock:{bench:raw-key}:released 0 604800000", release.c_str(),
-            lock, fence, queue, waiters, owner);
+    raw.run("EVALSHA %s 2 %s %s %s 30000 0 bench-host 12345 12345 raw-key 604800000 0", acquire.c_str(), lock,
+            fence, owner);
+    raw.run("EVALSHA %s 2 %s %s %s 0 dlock:{bench:raw-key}:released 0 604800000", release.c_str(), lock, fence,
+            owner);
   }
 }
 BENCHMARK(BM_RawDlockScripts);

@@ -3,11 +3,11 @@
 -- the release that frees the lock then grants it to the first live waiter directly
 -- (release.lua), and the waiter learns of it from the release notification.
 --
--- KEYS[1]  the lock: a hash holding the owner and metadata
+-- KEYS[1]  the lock: a hash holding the owner and metadata, and while anyone waits the
+--          queue: 'qtail' (the last place given), 'qhead' (the next place to serve, 1 when
+--          absent), 'q:<n>' = "<place expiry, server us> <lease ms> <owner> <host> <pid>
+--          <thread> <lock name>" and 'w:<owner>' = n. The queue lives and dies with the lock.
 -- KEYS[2]  the fencing counter of this lock (outlives the lock itself)
--- KEYS[3]  the queue: a sorted set of waiting owners, scored by arrival (server time, us)
--- KEYS[4]  the waiters: owner -> "<place expiry, server us> <lease ms> <host> <pid> <thread>
---          <lock name>", what a grant by release.lua stores for them
 -- ARGV[1]  owner id            ARGV[2]  lease in ms
 -- ARGV[3]  not-after, server time in us (0: none): a request that arrives after its
 --          caller gave up must not leave a lock behind
@@ -18,46 +18,57 @@
 --
 -- Returns {1, token, pttl} granted (pttl: the key's time left, which is less than the lease
 -- when an earlier attempt or a release granted it), {0, pttl, last token} busy,
--- {-1, 0} arrived too late (nothing held).
+-- {-1, 0} arrived too late (nothing held, or a queue to hand on: see below).
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local not_after = tonumber(ARGV[3])
 local late = not_after > 0 and now_us > not_after
-local place = tonumber(ARGV[9])
+local place = tonumber(ARGV[9]) or 0
 
 -- Ownership first: this may be a retry of a request that was applied but whose reply was
--- lost, or a release may have granted the lock to this waiter. Late, it must not leave that
--- grant behind: the caller has given up.
+-- lost, or a release may have granted the lock to this waiter.
 local owner = redis.call('HGET', KEYS[1], 'owner')
 if owner == ARGV[1] then
   if late then
-    redis.call('DEL', KEYS[1])
+    -- The caller has given up and must not leave the grant behind. With others queued, the
+    -- caller's own release (it gives up with one) hands the lock on; else it goes now.
+    if not redis.call('HGET', KEYS[1], 'qtail') then
+      redis.call('DEL', KEYS[1])
+    end
     return {-1, 0}
   end
-  return {1, tonumber(redis.call('HGET', KEYS[1], 'token')), redis.call('PTTL', KEYS[1])}
+  local token = tonumber(redis.call('HGET', KEYS[1], 'token'))
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl <= 0 then
+    -- Still ours but at its last millisecond: a full lease again, like a renewal.
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    ttl = tonumber(ARGV[2])
+  end
+  return {1, token, ttl}
 end
 if late then
   return {-1, 0}
 end
 if owner then
-  local ttl = redis.call('PTTL', KEYS[1])
   if place > 0 then
-    -- NX: a waiter keeps the place of its first arrival.
-    redis.call('ZADD', KEYS[3], 'NX', now_us, ARGV[1])
-    redis.call('HSET', KEYS[4], ARGV[1], string.format('%.0f', now_us + place * 1000) .. ' ' ..
-               ARGV[2] .. ' ' .. ARGV[4] .. ' ' .. ARGV[5] .. ' ' .. ARGV[6] .. ' ' .. ARGV[7])
-    -- The queue outlives every place in it, and goes once they have all lapsed.
-    for k = 3, 4 do
-      if redis.call('PTTL', KEYS[k]) < place then
-        redis.call('PEXPIRE', KEYS[k], place)
-      end
+    local record = string.format('%.0f', now_us + place * 1000) .. ' ' .. ARGV[2] .. ' ' ..
+                   ARGV[1] .. ' ' .. ARGV[4] .. ' ' .. ARGV[5] .. ' ' .. ARGV[6] .. ' ' .. ARGV[7]
+    local n = redis.call('HGET', KEYS[1], 'w:' .. ARGV[1])
+    if n then
+      redis.call('HSET', KEYS[1], 'q:' .. n, record)
+    else
+      -- A waiter keeps the place of its first arrival.
+      n = redis.call('HINCRBY', KEYS[1], 'qtail', 1)
+      redis.call('HSET', KEYS[1], 'w:' .. ARGV[1], n, 'q:' .. n, record)
     end
   end
+  -- Under a millisecond left reads as 0, which the caller would take for "unknown" and
+  -- sleep a whole poll: 1 has it try again as the key expires.
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl == 0 then
+    ttl = 1
+  end
   return {0, ttl, tonumber(redis.call('GET', KEYS[2]) or '0')}
-end
-if place > 0 then
-  redis.call('ZREM', KEYS[3], ARGV[1])
-  redis.call('HDEL', KEYS[4], ARGV[1])
 end
 
 -- Tokens only grow: past the last one, and never below the server clock in microseconds,

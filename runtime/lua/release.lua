@@ -1,10 +1,10 @@
 -- Releases the lock, if ARGV[1] still owns it, and hands it to the first live waiter in its
--- queue (acquire.lua) or, with nobody queued, tells waiters it is free.
+-- queue (acquire.lua) or, with nobody queued, deletes it and tells waiters it is free.
 --
--- KEYS[1]  the lock            KEYS[2]  the fencing counter of this lock
--- KEYS[3]  the queue           KEYS[4]  the waiters (both as in acquire.lua)
+-- KEYS[1]  the lock (with its queue, see acquire.lua)
+-- KEYS[2]  the fencing counter of this lock
 -- ARGV[1]  owner id
--- ARGV[2]  keep-for in ms: > 0 leaves the key to expire then (min_hold), 0 deletes it
+-- ARGV[2]  keep-for in ms: > 0 leaves the key to expire then (min_hold), 0 releases it now
 -- ARGV[3]  the release channel (a channel, not a key: in a cluster it is published to
 --          every node, and the script touches only the keys declared above)
 -- ARGV[4]  token floor, 0 for none: the counter is raised to at least this first, so that
@@ -20,14 +20,17 @@ local floor = tonumber(ARGV[4])
 if floor > 0 and tonumber(redis.call('GET', KEYS[2]) or '0') < floor then
   redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[5])
 end
-local owner = redis.call('HGET', KEYS[1], 'owner')
+local lock = redis.call('HMGET', KEYS[1], 'owner', 'qhead', 'qtail')
+local owner = lock[1]
+if not owner then
+  return 0
+end
 if owner ~= ARGV[1] then
   -- Not the holder: a waiter that gave up leaves its place (had it been granted the lock,
   -- it would be the owner and release it below).
-  redis.call('ZREM', KEYS[3], ARGV[1])
-  redis.call('HDEL', KEYS[4], ARGV[1])
-  if not owner then
-    return 0
+  local n = redis.call('HGET', KEYS[1], 'w:' .. ARGV[1])
+  if n then
+    redis.call('HDEL', KEYS[1], 'w:' .. ARGV[1], 'q:' .. n)
   end
   return -1
 end
@@ -38,34 +41,41 @@ if keep_for > 0 then
   return 2
 end
 
--- The first waiter whose place has not lapsed gets the lock, its hash written over ours
--- (the same fields); lapsed places are dropped on the way, at most 16 per release (the rest
--- lapse with the queue's own time-to-live).
+-- The first waiter whose place has not lapsed gets the lock, written over the holder's
+-- fields; places given up or lapsed are passed over, at most 16 per release (beyond that
+-- the rest of the queue goes with the lock, and its waiters queue again with their next try).
+local head, tail = tonumber(lock[2] or '1'), tonumber(lock[3] or '0')
 local now_us
 for _ = 1, 16 do
-  local head = redis.call('ZPOPMIN', KEYS[3])[1]
-  if not head then
+  if head > tail then
     break
   end
-  if not now_us then
-    local t = redis.call('TIME')
-    now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  end
-  local record = redis.call('HGET', KEYS[4], head)
-  redis.call('HDEL', KEYS[4], head)
-  local expires, lease, host, pid, thread, name =
-    string.match(record or '', '^(%d+) (%d+) (%S*) (%S*) (%S*) (.*)$')
-  if expires and tonumber(expires) > now_us and tonumber(lease) > 0 then
-    local last = tonumber(redis.call('GET', KEYS[2]) or '0')
-    local token_text = string.format('%.0f', math.max(last + 1, now_us))
-    redis.call('SET', KEYS[2], token_text, 'PX', ARGV[5])
-    redis.call('HSET', KEYS[1], 'owner', head, 'token', token_text, 'host', host, 'pid', pid,
-               'thread', thread, 'name', name,
-               'acquired_at_ms', string.format('%.0f', math.floor(now_us / 1000)),
-               'lease_ms', lease)
-    redis.call('PEXPIRE', KEYS[1], lease)
-    redis.pcall('PUBLISH', ARGV[3], 'granted ' .. token_text .. ' ' .. head)
-    return 1
+  local record = redis.call('HGET', KEYS[1], 'q:' .. head)
+  head = head + 1
+  if record then
+    local expires, lease, waiter, host, pid, thread, name =
+      string.match(record, '^(%d+) (%d+) (%S+) (%S*) (%S*) (%S*) (.*)$')
+    if waiter then
+      redis.call('HDEL', KEYS[1], 'q:' .. (head - 1), 'w:' .. waiter)
+    else
+      redis.call('HDEL', KEYS[1], 'q:' .. (head - 1))
+    end
+    if not now_us then
+      local t = redis.call('TIME')
+      now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
+    if waiter and tonumber(expires) > now_us and tonumber(lease) > 0 then
+      local last = tonumber(redis.call('GET', KEYS[2]) or '0')
+      local token_text = string.format('%.0f', math.max(last + 1, now_us))
+      redis.call('SET', KEYS[2], token_text, 'PX', ARGV[5])
+      redis.call('HSET', KEYS[1], 'owner', waiter, 'token', token_text, 'host', host, 'pid', pid,
+                 'thread', thread, 'name', name,
+                 'acquired_at_ms', string.format('%.0f', math.floor(now_us / 1000)),
+                 'lease_ms', lease, 'qhead', head)
+      redis.call('PEXPIRE', KEYS[1], lease)
+      redis.pcall('PUBLISH', ARGV[3], 'granted ' .. token_text .. ' ' .. waiter)
+      return 1
+    end
   end
 end
 redis.call('DEL', KEYS[1])

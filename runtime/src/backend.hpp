@@ -84,7 +84,8 @@ class ReleaseWatch {
   /// previous wake-up), a grant to the expected owner, or `until`.
   virtual Wake wait_until(Clock::time_point until) = 0;
   /// From now on, a release that grants the lock to `owner` with a fencing token above
-  /// `above` wakes the waiter with kGranted (and grants to other owners wake nobody).
+  /// `above` (the highest given for that owner so far) wakes the waiter with kGranted; grants
+  /// to other owners wake nobody.
   virtual void expect_grant(std::string_view /*owner*/, std::uint64_t /*above*/) {}
   /// The token of the grant kGranted reported.
   [[nodiscard]] virtual std::uint64_t granted_token() const { return 0; }

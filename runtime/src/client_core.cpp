@@ -1,7 +1,6 @@
 #include "client_core.hpp"
 
 #include <algorithm>
-#include <optional>
 #include <random>
 
 #include "log.hpp"
@@ -217,17 +216,25 @@ class ClientCore::Acquisition {
         case GrantReply::Kind::kBusy:
           break;
       }
-      if (std::optional<Lease> done = wait_after_busy(reply, sent, asked, give_up_at)) {
-        return std::move(*done);
+      // Each Lease is returned as made, never moved: a moved lease is not entered again.
+      switch (wait_after_busy(reply, sent, asked)) {
+        case Next::kTry:
+          break;
+        case Next::kGranted:
+          return granted(watch_->granted_token(), queued_at_, Clock::now() - started_);
+        case Next::kGiveUp:
+          return give_up(give_up_at, refuse_busy(*core_.metrics_, *series_, name_, key_, settings_,
+                                                 Clock::now() - started_, reply.ttl));
       }
     }
   }
 
  private:
+  enum class Next { kTry, kGranted, kGiveUp };
+
   // After a busy answer: gives up at the deadline, arms the watch after the first one, else
-  // sleeps until a release, a grant to us or the next try. A lease or refusal ends the call.
-  std::optional<Lease> wait_after_busy(const GrantReply& reply, Clock::time_point sent,
-                                       Millis asked, Clock::time_point give_up_at) {
+  // sleeps until a release, a grant to us or the time for the next try.
+  Next wait_after_busy(const GrantReply& reply, Clock::time_point sent, Millis asked) {
     bump(core_.metrics_->contention);
     bump(series_->contention);
     met_busy_ = true;
@@ -239,16 +246,15 @@ class ClientCore::Acquisition {
       watch_->expect_grant(owner_, reply.last_token);
     }
     const auto now = Clock::now();
-    if (now >= deadline_) {
-      return give_up(give_up_at, refuse_busy(*core_.metrics_, *series_, name_, key_, settings_,
-                                             now - started_, reply.ttl));
-    }
+    if (now >= deadline_) return Next::kGiveUp;
     if (!watch_) {
       // Arm the watch, then try again at once: a release between our try and the watch
-      // would otherwise go unnoticed until the next poll.
+      // would otherwise go unnoticed until the next poll. A grant can come as soon as that
+      // try has queued us, before its answer is read: it is expected from now on.
       bump(core_.metrics_->waits);
       watch_ = backend_->watch(key_);
-      return std::nullopt;
+      if (place_ > Millis{0}) watch_->expect_grant(owner_, 0);
+      return Next::kTry;
     }
     auto pause = pause_before_retry(backend_->config().poll_interval, reply.ttl);
     // Our place lapses unless a later try renews it.
@@ -257,14 +263,14 @@ class ClientCore::Acquisition {
       case ReleaseWatch::Wake::kGranted:
         bump(core_.metrics_->wakeups);
         bump(core_.metrics_->handoffs);
-        return granted(watch_->granted_token(), queued_at_, Clock::now() - started_);
+        return Next::kGranted;
       case ReleaseWatch::Wake::kReleased:
         bump(core_.metrics_->wakeups);
         break;
       case ReleaseWatch::Wake::kTimeout:
         break;
     }
-    return std::nullopt;
+    return Next::kTry;
   }
 
   Lease granted(std::uint64_t token, Clock::time_point granted_from, Clock::duration waited) {
@@ -276,9 +282,10 @@ class ClientCore::Acquisition {
   // A try may have been applied unseen (a lost reply, a timeout), or a release may have
   // granted us the lock while queued: giving up must not leave that key behind.
   Lease give_up(Clock::time_point give_up_at, Lease refusal) {
-    if (queued_) {
-      core_.leave_queue(backend_, key_, owner_, later(give_up_at, first_ttl_));
-    } else if (maybe_applied_) {
+    if (queued_) core_.leave_queue(backend_, key_, owner_, later(give_up_at, first_ttl_));
+    // A try that may still be on its way is released again after it, whatever leaving the
+    // queue found.
+    if (maybe_applied_) {
       core_.watchdog_->clean_up_after(backend_, key_, owner_, later(give_up_at, first_ttl_));
     }
     record_latency(*core_.metrics_, *series_, started_, met_busy_);

@@ -42,8 +42,11 @@ class ReleaseSignals::Watch final : public ReleaseWatch {
     std::lock_guard lock(owner_.mutex_);
     auto& grants = owner_.signals_[channel_].grants;
     if (!expected_.empty() && expected_ != owner) grants.erase(expected_);
+    if (expected_ != owner) above_ = 0;
     expected_ = std::string(owner);
-    above_ = above;
+    // Never lowered: a later answer that shows a lower last token (a server that lost the
+    // counter) must not make an older grant, since lost, look new.
+    above_ = std::max(above_, above);
     grants.try_emplace(expected_, 0);
   }
 

@@ -5,8 +5,10 @@
 // found by the waiter's next attempt, with the key's real time left.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -22,8 +24,21 @@ class Handoff : public OneServerSuite {
   static internal::LockKeys keys(const std::string& key) {
     return internal::lock_keys(unique_service(), key);
   }
+  // The places in the key's queue: the lock hash's "w:<owner>" fields.
   static long long queued(const std::string& key) {
-    return RedisAdmin(*server_).integer({"ZCARD", keys(key).queue});
+    const auto fields = RedisAdmin(*server_).array({"HKEYS", keys(key).lock});
+    return std::count_if(fields.begin(), fields.end(),
+                         [](const std::string& f) { return f.rfind("w:", 0) == 0; });
+  }
+  // The owner of the queue's first place.
+  static std::string first_waiter(const std::string& key) {
+    RedisAdmin admin(*server_);
+    const std::string head = admin.string({"HGET", keys(key).lock, "qhead"}).value_or("1");
+    const std::string record = admin.string({"HGET", keys(key).lock, "q:" + head}).value_or("");
+    std::istringstream fields(record);
+    std::string expires, lease, owner;
+    fields >> expires >> lease >> owner;
+    return owner;
   }
   static std::optional<std::string> holder(const std::string& key) {
     return RedisAdmin(*server_).string({"HGET", keys(key).lock, "owner"});
@@ -39,10 +54,10 @@ class Handoff : public OneServerSuite {
                           Millis lease) {
     RedisAdmin admin(*server_);
     const long long now = server_us();
-    admin.command({"ZADD", keys(key).queue, std::to_string(now), owner});
-    admin.command({"HSET", keys(key).waiters, owner,
+    const std::string n = std::to_string(admin.integer({"HINCRBY", keys(key).lock, "qtail", "1"}));
+    admin.command({"HSET", keys(key).lock, "w:" + owner, n, "q:" + n,
                    std::to_string(now + place.count() * 1000) + " " + std::to_string(lease.count()) +
-                       " ghost-host 1 1 ghost name"});
+                       " " + owner + " ghost-host 1 1 ghost name"});
   }
   static Config slow_polling() {
     Config config = single_node_config(*server_);
@@ -160,10 +175,11 @@ TEST_F(Handoff, AGrantWhoseNoticeIsLostIsFoundByTheNextAttempt) {
   std::thread waiter([&] { got = b.acquire("doc", settings(10s, 5s)); });
   ASSERT_TRUE(wait_until([&] { return queued("doc") == 1; }, 2s, 1ms));
   RedisAdmin admin(*server_);
-  const std::string owner = admin.array({"ZRANGE", keys("doc").queue, "0", "0"}).at(0);
+  const std::string owner = first_waiter("doc");
+  ASSERT_FALSE(owner.empty());
   const std::string token = std::to_string(held.token() + 1000);
-  admin.command({"DEL", keys("doc").queue, keys("doc").waiters});
-  admin.command({"HSET", keys("doc").lock, "owner", owner, "token", token});
+  admin.command({"HDEL", keys("doc").lock, "w:" + owner, "q:1"});
+  admin.command({"HSET", keys("doc").lock, "owner", owner, "token", token, "qhead", "2"});
   admin.command({"PEXPIRE", keys("doc").lock, "4000"});
   waiter.join();
   ASSERT_TRUE(got) << got.error();
@@ -174,11 +190,51 @@ TEST_F(Handoff, AGrantWhoseNoticeIsLostIsFoundByTheNextAttempt) {
   EXPECT_EQ(held.release(), ReleaseStatus::kLost);
 }
 
-// Nobody waited: no queue was made, and the release looked for none at the cost of one call.
-TEST_F(Handoff, TheUncontendedPathLeavesNoQueueBehind) {
+// Nobody waited: the lock hash holds no queue, and a release deletes it.
+TEST_F(Handoff, TheUncontendedPathMakesNoQueue) {
   Client a(slow_polling());
-  for (int i = 0; i < 20; ++i) ASSERT_TRUE(a.acquire("solo", settings(1s)));
-  EXPECT_EQ(RedisAdmin(*server_).integer({"EXISTS", keys("solo").queue, keys("solo").waiters}), 0);
+  Lease held = a.acquire("solo", settings(1s));
+  ASSERT_TRUE(held);
+  EXPECT_EQ(RedisAdmin(*server_).array({"HKEYS", keys("solo").lock}).size(), 8u);
+  ASSERT_EQ(held.release(), ReleaseStatus::kReleased);
+  EXPECT_EQ(RedisAdmin(*server_).integer({"EXISTS", keys("solo").lock}), 0);
+}
+
+// A lease granted by handoff is this thread's like any other: it is entered again.
+TEST_F(Handoff, AHandedOffLeaseIsReentrant) {
+  Client a(slow_polling()), b(slow_polling());
+  Lease held = a.acquire("doc", settings(10s));
+  ASSERT_TRUE(held);
+  std::thread waiter([&] {
+    Lease outer = b.acquire("doc", settings(10s, 5s));
+    ASSERT_TRUE(outer) << outer.error();
+    Lease inner = b.acquire("doc", settings(10s));
+    EXPECT_TRUE(inner) << inner.error();
+    EXPECT_EQ(inner.token(), outer.token());
+    EXPECT_EQ(inner.release(), ReleaseStatus::kStillHeld);
+  });
+  ASSERT_TRUE(wait_until([&] { return queued("doc") == 1; }, 2s, 1ms));
+  held.release();
+  waiter.join();
+  EXPECT_EQ(b.metrics().handoffs, 1u);
+  EXPECT_EQ(b.metrics().reentrant_acquisitions, 1u);
+}
+
+// The holder's key expires while a waiter is queued: the queue goes with it, and the waiter
+// takes the free lock with its next try (woken by the key's expiry, not by a poll).
+TEST_F(Handoff, AQueueEndsWithItsLocksExpiry) {
+  Client a(slow_polling()), b(slow_polling());
+  LockSettings s = settings(400ms);
+  s.max_hold = 400ms;
+  Lease held = a.acquire("doc", s);
+  ASSERT_TRUE(held);
+  const auto started = Clock::now();
+  Lease next = b.acquire("doc", settings(10s, 5s));
+  ASSERT_TRUE(next) << next.error();
+  EXPECT_LT(elapsed_ms(started), 1500);
+  EXPECT_EQ(b.metrics().handoffs, 0u);
+  EXPECT_EQ(queued("doc"), 0);
+  EXPECT_GT(next.token(), held.token());
 }
 
 }  // namespace

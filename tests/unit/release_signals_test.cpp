@@ -60,6 +60,17 @@ TEST(ReleaseSignals, AGrantNotAboveTheExpectedTokenIsStale) {
   EXPECT_EQ(watch->granted_token(), 51u);
 }
 
+// A later answer may show a lower last token (a server that lost its counter): that must not
+// make a grant seen as stale before look new.
+TEST(ReleaseSignals, TheExpectedTokenIsNeverLowered) {
+  ReleaseSignals signals;
+  auto watch = signals.watch("ch");
+  watch->expect_grant("me", 50);
+  signals.notify("ch", "granted 40 me");
+  watch->expect_grant("me", 10);
+  EXPECT_EQ(watch->wait_until(soon()), Wake::kTimeout);
+}
+
 // The notice may come between the request that queued the waiter and its reply: it is kept
 // until the waiter looks.
 TEST(ReleaseSignals, AGrantThatArrivesBeforeTheWaiterWaitsIsKept) {

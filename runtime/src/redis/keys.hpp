@@ -3,8 +3,6 @@
 //
 //   service "shop", key "order:{7}"  ->  dlock:{shop:order%3A%7B7%7D}:lock
 //                                        dlock:{shop:order%3A%7B7%7D}:fence
-//                                        dlock:{shop:order%3A%7B7%7D}:queue
-//                                        dlock:{shop:order%3A%7B7%7D}:waiters
 //                                        dlock:{shop:order%3A%7B7%7D}:released  (channel)
 #pragma once
 
@@ -17,8 +15,6 @@ namespace dlock::internal {
 struct LockKeys {
   std::string lock;
   std::string fence;
-  std::string queue;    ///< waiters in order of arrival (acquire.lua, release.lua)
-  std::string waiters;  ///< what a release grants each waiter
   std::string channel;
 };
 

@@ -20,7 +20,7 @@ const std::string& fence_lifetime_text() {
 ScriptCall acquire_call(const LockKeys& keys, const GrantRequest& request, Millis key_ttl,
                         std::int64_t not_after_us) {
   return ScriptCall{&acquire_script(),
-                    {keys.lock, keys.fence, keys.queue, keys.waiters},
+                    {keys.lock, keys.fence},
                     {std::string(request.owner), millis_text(key_ttl), std::to_string(not_after_us),
                      host_name(), std::to_string(process_id()), std::to_string(thread_id()),
                      std::string(request.name), fence_lifetime_text(),
@@ -38,7 +38,7 @@ ScriptCall renew_call(const LockKeys& keys, std::string_view owner, Millis ttl,
 ScriptCall release_call(const LockKeys& keys, std::string_view owner, Millis keep_for,
                         std::uint64_t token_floor) {
   return ScriptCall{&release_script(),
-                    {keys.lock, keys.fence, keys.queue, keys.waiters},
+                    {keys.lock, keys.fence},
                     {std::string(owner), millis_text(keep_for), keys.channel,
                      std::to_string(token_floor), fence_lifetime_text()}};
 }
