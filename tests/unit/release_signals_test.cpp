@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <thread>
 
 namespace dlock::internal {
@@ -60,26 +61,30 @@ TEST(ReleaseSignals, AGrantNotAboveTheExpectedTokenIsStale) {
   EXPECT_EQ(watch->granted_token(), 51u);
 }
 
-// A later answer may show a lower last token (a server that lost its counter): that must not
-// make a grant seen as stale before look new.
-TEST(ReleaseSignals, TheExpectedTokenIsNeverLowered) {
-  ReleaseSignals signals;
-  auto watch = signals.watch("ch");
-  watch->expect_grant("me", 50);
-  signals.notify("ch", "granted 40 me");
-  watch->expect_grant("me", 10);
-  EXPECT_EQ(watch->wait_until(soon()), Wake::kTimeout);
-}
+// The watch is told what to expect and a grant arrives, in either order: (expected token
+// before the grant, granted token, expected token after it) and what the waiter then sees.
+struct Crossing {
+  const char* why;
+  std::uint64_t before, granted, after;
+  Wake seen;
+};
 
-// The notice may come between the request that queued the waiter and its reply: it is kept
-// until the waiter looks.
-TEST(ReleaseSignals, AGrantThatArrivesBeforeTheWaiterWaitsIsKept) {
-  ReleaseSignals signals;
-  auto watch = signals.watch("ch");
-  watch->expect_grant("me", 0);
-  signals.notify("ch", "granted 9 me");
-  watch->expect_grant("me", 8);
-  EXPECT_EQ(watch->wait_until(soon()), Wake::kGranted);
+TEST(ReleaseSignals, AGrantIsJudgedByTheHighestTokenExpectedEver) {
+  for (const Crossing& c : {
+           // The notice came between the request that queued the waiter and its reply: it is
+           // kept until the waiter looks, and the reply's last token is below it.
+           Crossing{"notice before the reply", 0, 9, 8, Wake::kGranted},
+           // A later answer showed a lower last token (a server that lost its counter): a grant
+           // already judged stale must not look new again.
+           Crossing{"expectation lowered", 50, 40, 10, Wake::kTimeout},
+       }) {
+    ReleaseSignals signals;
+    auto watch = signals.watch("ch");
+    watch->expect_grant("me", c.before);
+    signals.notify("ch", "granted " + std::to_string(c.granted) + " me");
+    watch->expect_grant("me", c.after);
+    EXPECT_EQ(watch->wait_until(soon()), c.seen) << c.why;
+  }
 }
 
 TEST(ReleaseSignals, MalformedGrantsAreTakenAsPlainReleases) {
