@@ -15,7 +15,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <initializer_list>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -110,6 +112,18 @@ class RawConnection {
  private:
   redisContext* ctx_ = nullptr;
 };
+
+/// The text of one of dlock's scripts (runtime/lua/NAME), for raw references that send
+/// dlock's own scripts without the client library.
+inline std::string lua_source(const std::string& name) {
+  const std::string here = __FILE__;
+  const std::string path = here.substr(0, here.rfind('/') + 1) + "../runtime/lua/" + name;
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in || text.str().empty()) throw std::runtime_error("cannot read " + path);
+  return text.str();
+}
 
 /// The minimal owner-checked release of the floor: delete the key if it still holds our value.
 inline constexpr const char* kFloorRelease =

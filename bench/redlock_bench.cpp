@@ -29,15 +29,14 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "bench_support.hpp"
 #include "cycle_bench.hpp"
 #include "dlock/dlock.hpp"
 #include "redis_groups.hpp"
@@ -86,15 +85,6 @@ constexpr const char* kSimpleRelease =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
 
 // dlock's own Lua scripts, read from the source tree this file is in.
-std::string lua_script(const std::string& name) {
-  const std::string here = __FILE__;
-  const std::string path = here.substr(0, here.rfind('/') + 1) + "../runtime/lua/" + name;
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot read " + path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 using Argv = std::vector<std::string>;
 
@@ -184,8 +174,8 @@ struct RawCycle {
   // own acquire and release scripts with the arguments dlock passes.
   RawCycle(std::size_t n, bool scripts) : raw(n) {
     if (scripts) {
-      const std::string acquire_sha = raw.load(lua_script("acquire.lua"));
-      const std::string release_sha = raw.load(lua_script("release.lua"));
+      const std::string acquire_sha = raw.load(dlock::bench::lua_source("acquire.lua"));
+      const std::string release_sha = raw.load(dlock::bench::lua_source("release.lua"));
       acquire = {"EVALSHA", acquire_sha, "2", "raw:{k}:lock", "raw:{k}:fence", "raw-owner", "30002", "0",
                  "bench-host", "1", "1", "raw", "86400000", "0"};
       release = {"EVALSHA", release_sha, "2", "raw:{k}:lock", "raw:{k}:fence", "raw-owner", "0",

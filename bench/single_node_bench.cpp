@@ -43,15 +43,8 @@ void BM_RawSetNxPxAndDel(benchmark::State& state) {
 }
 BENCHMARK(BM_RawSetNxPxAndDel);
 
-std::string lua_source(const char* name) {
-  std::ifstream in(std::string(DLOCK_LUA_DIR) + "/" + name);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in || text.str().empty()) throw std::runtime_error(std::string("cannot read ") + DLOCK_LUA_DIR + "/" + name);
-  return text.str();
-}
-
 void BM_RawDlockScripts(benchmark::State& state) {
+  using dlock::bench::lua_source;
   RawConnection raw;
   const std::string acquire = raw.load_script(lua_source("acquire.lua").c_str());
   const std::string release = raw.load_script(lua_source("release.lua").c_str());
