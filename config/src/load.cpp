@@ -383,8 +383,8 @@ void Loader::override_value(const Entry& item, const std::map<std::string, Backe
   } else if (key == "backend") {
     out.backend = backend_reference(item, backends);
   } else {
-    const bool backend_key = contains(kRedisKeys, key) || key == "topology" || key == "address";
-    unknown_key(item, kLockKeys, backend_key ? " (backend settings go under 'backends')" : "");
+    unknown_key(item, kLockKeys,
+                is_backend_key(key) ? " (backend settings go under 'backends')" : "");
   }
 }
 

@@ -150,6 +150,7 @@ BackendConfig Loader::backend(const Entry& entry) const {
   check_credentials(items, address_entry, backend);
   check_tls(items, backend);
   warn_even_instances(items, backend);
+  warn_dsn_timeout(items, backend);
   return backend;
 }
 
@@ -173,7 +174,10 @@ const TopologySpec& Loader::topology(const Entry& topology_entry) const {
 void Loader::check_backend_keys(const std::vector<Entry>& items, const TopologySpec& spec) const {
   KeyList allowed = {"topology"};
   allowed.insert(allowed.end(), spec.own_keys.begin(), spec.own_keys.end());
-  if (spec.uses_redis) {
+  if (spec.server != Server::kNone) {
+    allowed.insert(allowed.end(), std::begin(kConnectionKeys), std::end(kConnectionKeys));
+  }
+  if (spec.server == Server::kRedis) {
     allowed.insert(allowed.end(), std::begin(kRedisKeys), std::end(kRedisKeys));
   }
   for (const Entry& item : items) {
@@ -187,10 +191,16 @@ void Loader::check_backend_keys(const std::vector<Entry>& items, const TopologyS
   for (const TopologySpec& other : kTopologies) {
     if (contains(other.own_keys, item.key)) owner = &other;
   }
-  if (!spec.uses_redis && (owner != nullptr || contains(kRedisKeys, item.key))) {
+  if (spec.server == Server::kNone && is_backend_key(item.key)) {
     fail(item.key_mark, item.path,
          "does not apply to a memory backend: it lives in this process and connects to "
          "no server");
+  }
+  if (spec.server == Server::kPostgres &&
+      (contains(kRedisKeys, item.key) || contains(kRedisServerKeys, item.key))) {
+    fail(item.key_mark, item.path,
+         "does not apply to a postgres backend: hosts, credentials, database and TLS go in "
+         "'dsn'");
   }
   if (owner != nullptr) {
     fail(
@@ -217,6 +227,10 @@ void Loader::backend_value(const Entry& item, const TopologySpec& spec,
     read_list("node", "username and password");
   } else if (key == "instances") {
     read_list("instance", "username and password");
+  } else if (key == "dsn") {
+    backend.dsn = dsn(item);
+  } else if (key == "table") {
+    backend.table = table(item);
   } else if (key == "tls") {
     tls_settings(item, backend.tls);
   } else if (key == "master_name") {

@@ -1,11 +1,13 @@
-// The YAML loader, in four files: load.cpp (the document, scalar values and lock settings),
-// load_backends.cpp (the `backends:` section), load_tls.cpp (a backend's `tls:` block) and
-// messages.cpp (the text of its messages). Only these files know yaml-cpp.
+// The YAML loader, in five files: load.cpp (the document, scalar values and lock settings),
+// load_backends.cpp (the `backends:` section), load_tls.cpp (a Redis backend's `tls:` block),
+// load_postgres.cpp (a postgres backend's `dsn` and `table`) and messages.cpp (the text of
+// its messages). Only these files know yaml-cpp.
 #pragma once
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -23,7 +25,8 @@ using Keys = std::span<const std::string_view>;
 using KeyList = std::vector<std::string_view>;
 
 inline constexpr std::string_view kDefaultBackend = "default";
-inline constexpr std::string_view kTopologyList = "single, sentinel, cluster, redlock, memory";
+inline constexpr std::string_view kTopologyList =
+    "single, sentinel, cluster, redlock, memory, postgres";
 using common::kDurationUnits;
 inline constexpr std::size_t kMaxServiceLength = 128;
 inline constexpr int kMaxPoolSize = 1024;
@@ -34,9 +37,14 @@ inline constexpr std::string_view kTopLevelKeys[] = {"service", "backends", "def
 inline constexpr std::string_view kLockKeys[] = {"lease",    "wait",     "on_busy",
                                                  "min_hold", "max_hold", "backend"};
 inline constexpr std::string_view kOnBusyValues[] = {"throw", "skip"};
-inline constexpr std::string_view kRedisKeys[] = {
-    "username",        "password",      "database",  "connect_timeout",
-    "command_timeout", "poll_interval", "pool_size", "tls"};
+// The keys of every backend that connects to a server.
+inline constexpr std::string_view kConnectionKeys[] = {"connect_timeout", "command_timeout",
+                                                       "poll_interval", "pool_size"};
+// The keys of every Redis backend besides kConnectionKeys; a postgres backend has all this in
+// its dsn, as it has the servers that kRedisServerKeys name.
+inline constexpr std::string_view kRedisKeys[] = {"username", "password", "database", "tls"};
+inline constexpr std::string_view kRedisServerKeys[] = {"address", "sentinels", "nodes",
+                                                        "instances"};
 inline constexpr std::string_view kTlsKeys[] = {"ca_file", "cert_file", "key_file", "server_name",
                                                 "verify"};
 inline constexpr std::string_view kSingleKeys[] = {"address"};
@@ -46,25 +54,37 @@ inline constexpr std::string_view kSentinelRequired[] = {"master_name", "sentine
 inline constexpr std::string_view kClusterKeys[] = {"nodes"};
 inline constexpr std::string_view kRedlockKeys[] = {"instances", "clock_drift_factor"};
 inline constexpr std::string_view kRedlockRequired[] = {"instances"};
+inline constexpr std::string_view kPostgresKeys[] = {"dsn", "table"};
+inline constexpr std::string_view kPostgresRequired[] = {"dsn"};
+
+// PostgreSQL names are at most 63 bytes; dlock adds `_runs` and `_audit` to the table's.
+inline constexpr std::size_t kMaxIdentifierLength = 63;
+inline constexpr std::size_t kMaxTableLength = kMaxIdentifierLength - 6;
+
+// What a backend talks to, which decides the keys it takes besides its own.
+enum class Server { kRedis, kPostgres, kNone };
 
 struct TopologySpec {
   Topology topology;
   std::string_view name;
-  Keys own_keys;  // besides `topology` and, for Redis topologies, kRedisKeys
+  Keys own_keys;  // besides `topology`, kConnectionKeys and, for Redis, kRedisKeys
   Keys required;
-  bool uses_redis;
+  Server server;
 };
 
 inline constexpr TopologySpec kTopologies[] = {
-    {Topology::kSingle, "single", kSingleKeys, kSingleKeys, true},
-    {Topology::kSentinel, "sentinel", kSentinelKeys, kSentinelRequired, true},
-    {Topology::kCluster, "cluster", kClusterKeys, kClusterKeys, true},
-    {Topology::kRedlock, "redlock", kRedlockKeys, kRedlockRequired, true},
-    {Topology::kMemory, "memory", {}, {}, false},
+    {Topology::kSingle, "single", kSingleKeys, kSingleKeys, Server::kRedis},
+    {Topology::kSentinel, "sentinel", kSentinelKeys, kSentinelRequired, Server::kRedis},
+    {Topology::kCluster, "cluster", kClusterKeys, kClusterKeys, Server::kRedis},
+    {Topology::kRedlock, "redlock", kRedlockKeys, kRedlockRequired, Server::kRedis},
+    {Topology::kMemory, "memory", {}, {}, Server::kNone},
+    {Topology::kPostgres, "postgres", kPostgresKeys, kPostgresRequired, Server::kPostgres},
 };
 
 // Text for messages (messages.cpp).
 bool contains(Keys keys, std::string_view key);
+// A key of some backend, of any topology.
+bool is_backend_key(std::string_view key);
 std::string join(Keys keys);
 std::string did_you_mean(std::string_view word, Keys candidates);
 std::string printable(std::string_view text);
@@ -149,11 +169,12 @@ class Loader {
   // which may be a password.
   std::string expand(std::string_view text, const YAML::Mark& mark, const std::string& path) const;
 
-  // expand(), with the text around the references (not the values) passed through `literal`;
-  // nullopt when `literal` refuses a piece.
-  template <typename Literal>
+  // expand(), with the text around the references passed through `literal` and each value
+  // through `value`; nullopt when `literal` refuses a piece.
+  template <typename Literal, typename Value = std::identity>
   std::optional<std::string> expand_around(std::string_view text, const YAML::Mark& mark,
-                                           const std::string& path, Literal literal) const {
+                                           const std::string& path, Literal literal,
+                                           Value value = {}) const {
     std::string out;
     std::string pending;
     const auto flush = [&] {
@@ -181,11 +202,11 @@ class Loader {
              "'${' must start a reference like ${NAME} (letters, digits and '_'); "
              "write '$${' for a literal '${'");
       }
-      const char* value = std::getenv(std::string(name).c_str());
-      if (value == nullptr) {
+      const char* set = std::getenv(std::string(name).c_str());
+      if (set == nullptr) {
         fail(mark, path, fmt::format("environment variable '{}' is not set", name));
       }
-      out += value;
+      out += value(std::string_view(set));
       i = close + 1;
     }
     if (!flush()) return std::nullopt;
@@ -231,6 +252,21 @@ class Loader {
 
   // Reads one backend setting (any but `topology` and `address`) into `backend`.
   void backend_value(const Entry& item, const TopologySpec& spec, BackendConfig& backend) const;
+
+  // A postgres backend's `dsn` (load_postgres.cpp): `${NAME}` expanded, read by libpq as it
+  // will be at connection time, with the hosts checked fit for locks.
+  std::string dsn(const Entry& item) const;
+
+  // The dsn's text with `${NAME}` expanded. In the user info of a URL each value is
+  // percent-encoded, as libpq decodes it: a value from the environment is taken as it is, and
+  // a '/' or '@' in a password cannot move the host.
+  std::string expanded_dsn(const Entry& item) const;
+
+  // `name` or `schema.name`, in the lower case SQL reads unquoted names in.
+  std::string table(const Entry& item) const;
+
+  // The backend's connect_timeout bounds a connection, not one given in the dsn.
+  void warn_dsn_timeout(const std::vector<Entry>& items, const BackendConfig& backend) const;
 
   // The `tls:` block into `tls`, all but `enabled` (which the addresses decide).
   void tls_settings(const Entry& item, TlsConfig& tls) const;

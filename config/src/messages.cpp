@@ -19,6 +19,14 @@ bool contains(Keys keys, std::string_view key) {
   return std::find(keys.begin(), keys.end(), key) != keys.end();
 }
 
+bool is_backend_key(std::string_view key) {
+  if (key == "topology" || contains(kConnectionKeys, key) || contains(kRedisKeys, key)) {
+    return true;
+  }
+  return std::any_of(std::begin(kTopologies), std::end(kTopologies),
+                     [&](const TopologySpec& spec) { return contains(spec.own_keys, key); });
+}
+
 std::string join(Keys keys) {
   std::string out;
   for (std::string_view key : keys) {

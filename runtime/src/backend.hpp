@@ -30,6 +30,10 @@ struct GrantRequest {
   /// (Backend::hands_off), a busy answer also gives it a place in the key's queue for this
   /// long; a later attempt of the same owner renews it.
   Millis place{0};
+  /// The caller waits for the lock and its watch is armed. An engine that announces
+  /// releases only while someone waits (postgres) notes the waiter with a busy answer; a
+  /// later attempt renews it.
+  bool waiting = false;
 };
 
 struct GrantReply {

@@ -199,7 +199,8 @@ class ClientCore::Acquisition {
       // A place is asked for once the watch is armed, so that the grant's notice is not missed.
       const Millis asked = watch_ ? place_ : Millis{0};
       GrantReply reply =
-          backend_->acquire(GrantRequest{key_, owner_, first_ttl_, name_, give_up_at, asked});
+          backend_->acquire(
+              GrantRequest{key_, owner_, first_ttl_, name_, give_up_at, asked, watch_ != nullptr});
       maybe_applied_ = maybe_applied_ || reply.outcome_unknown;
       switch (reply.kind) {
         case GrantReply::Kind::kAcquired: {

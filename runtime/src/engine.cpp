@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "memory/memory_backend.hpp"
+#include "postgres/postgres_backend.hpp"
 #include "redis/cluster_backend.hpp"
 #include "redis/redlock_backend.hpp"
 #include "redis/sentinel_backend.hpp"
@@ -18,6 +19,7 @@ const char* to_string(Topology topology) noexcept {
     case Topology::kCluster: return "cluster";
     case Topology::kRedlock: return "redlock";
     case Topology::kMemory: return "memory";
+    case Topology::kPostgres: return "postgres";
   }
   return "unknown";
 }
@@ -51,6 +53,7 @@ Engine make_engine(const BackendConfig& config, const std::string& service,
   // the connections find the context in TlsContext's registry.
   std::string why;
   if (config.tls.enabled && config.topology != Topology::kMemory &&
+      config.topology != Topology::kPostgres &&
       !TlsContext::get(config.tls, why)) {
     throw ConfigError(fmt::format("backends.{}.tls: {}", config.name, why));
   }
@@ -73,6 +76,8 @@ Engine make_engine(const BackendConfig& config, const std::string& service,
     case Topology::kRedlock:
       require_endpoints("at least one instance");
       return make_redlock_backend(config, service, std::move(metrics));
+    case Topology::kPostgres:
+      return make_postgres_backend(config, service, std::move(metrics));
   }
   throw ConfigError(fmt::format("backends.{}: unknown topology", config.name));
 }

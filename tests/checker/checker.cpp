@@ -1,19 +1,21 @@
 // dlock_checker: mutual exclusion under faults, checked over a recorded history.
 //
-//   dlock_checker --topology single|sentinel|cluster|redlock|two-backends [--seconds 25] [--workers 4]
-//                 [--lease-ms 1000] [--work-us 2000] [--seed N] [--liveness-bound-ms 3000]
-//                 [--wait-replicas N (sentinel; default 1)] [--broken-lock] [--no-fencing] [--keep]
+//   dlock_checker --topology single|sentinel|cluster|redlock|two-backends|postgres
+//                 [--seconds 25] [--workers 4] [--lease-ms 1000] [--work-us 2000] [--seed N]
+//                 [--liveness-bound-ms 3000] [--wait-replicas N (sentinel; default 1)]
+//                 [--broken-lock] [--no-fencing] [--keep]
 //
 // Starts the topology's servers and a separate, fault-free resource server holding the fenced
 // store (fenced_store.hpp), then N worker processes that run critical sections through the
 // woven guard of section.cpp, each recording every hold with its fencing token and
 // CLOCK_MONOTONIC times. For --seconds, faults run one after another (holders stopped past
-// their lease or killed, CLIENT PAUSE, pub/sub connections dropped, the lock server's clock
-// stepped forward and back while a holder is stopped for less than its lease (single,
-// redlock), and the topology's own: server restarts, servers stopped with SIGSTOP, connections
-// held, delayed or reset by a proxy, Sentinel failovers, slot migrations, Cluster failovers,
-// Redlock instances killed or stopped). With two-backends, a bystander client holds a lease on
-// the lock's backend and one on a second backend that stalls, and the first must stay renewed.
+// their lease or killed; on the Redis topologies CLIENT PAUSE and pub/sub connections dropped;
+// the lock server's clock stepped forward and back while a holder is stopped for less than its
+// lease (single, redlock); and the topology's own: server restarts, servers stopped with
+// SIGSTOP, connections held, delayed or reset by a proxy, Sentinel failovers, slot migrations,
+// Cluster failovers, Redlock instances killed or stopped, PostgreSQL's client connections
+// terminated). With two-backends, a bystander client holds a lease on the lock's backend and
+// one on a second backend that stalls, and the first must stay renewed.
 // Then the faults stop, the workers stop, and a fresh client must get the lock within lease +
 // the liveness bound. The histories and the store's log are checked (analysis.hpp) and a
 // summary printed; exit status 1 on any violation, 2 when the run itself could not be made (a
@@ -204,7 +206,9 @@ class Run {
     if (!o_.fencing) resource_admin_->command({"SET", checker::kFencingKey, "off"});
     topology_->start();
     topology_->wait_healthy();  // e.g. cluster replicas synced, so that a first failover can work
-    topology_->set_lock_key(fmt::format("dlock:{{{}:{}}}:fence", kService, kLockName));
+    if (topology_->speaks_redis()) {
+      topology_->set_lock_key(fmt::format("dlock:{{{}:{}}}:fence", kService, kLockName));
+    }
     config_ = (dir_ / "checker.yaml").string();
     std::ofstream(config_) << "service: " << kService << "\nbackends:\n  default:\n"
                            << topology_->backend_yaml() << topology_->other_backends_yaml()
@@ -223,6 +227,8 @@ class Run {
   // One client holding a lease on `default` and one on the stalling backend for the whole
   // run; a thread samples the TTL of the first on its server while the other stalls.
   void start_bystander() {
+    // Its samples are PTTL on the default backend's Redis server.
+    if (!topology_->speaks_redis()) throw std::logic_error("a bystander needs a Redis topology");
     bystander_.client = std::make_unique<dlock::Client>(dlock::load_config(config_));
     dlock::LockSettings on_default;
     on_default.lease = lease_;
@@ -416,6 +422,14 @@ class Run {
       spawn_worker();
       return fmt::format("worker {} killed inside its section, worker {} started", w->id, workers_.back().id);
     }
+    if (topology_->speaks_redis() && (kind == "client-pause" || kind == "drop-pubsub")) {
+      return redis_fault(kind);
+    }
+    return topology_->inject(kind, rng_);
+  }
+
+  // The common faults that speak Redis to the lock's servers (speaks_redis() topologies).
+  std::string redis_fault(const std::string& kind) {
     if (kind == "client-pause") {
       const checker::Node node = topology_->lock_node(rng_);
       const int ms = uniform(100, o_.lease_ms / 2 + 100);
@@ -424,19 +438,16 @@ class Run {
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));
       return fmt::format("CLIENT PAUSE {} ms on {}:{}", ms, node.host, node.port);
     }
-    if (kind == "drop-pubsub") {
-      long long dropped = 0;
-      for (const auto& node : topology_->pubsub_nodes()) {
-        try {
-          RedisAdmin admin(node.host, node.port);
-          dropped += admin.integer({"CLIENT", "KILL", "TYPE", "pubsub"});
-        } catch (const std::exception&) {
-          // a node that is down has no connections to drop
-        }
+    long long dropped = 0;  // drop-pubsub
+    for (const auto& node : topology_->pubsub_nodes()) {
+      try {
+        RedisAdmin admin(node.host, node.port);
+        dropped += admin.integer({"CLIENT", "KILL", "TYPE", "pubsub"});
+      } catch (const std::exception&) {
+        // a node that is down has no connections to drop
       }
-      return fmt::format("CLIENT KILL TYPE pubsub: {} connections", dropped);
     }
-    return topology_->inject(kind, rng_);
+    return fmt::format("CLIENT KILL TYPE pubsub: {} connections", dropped);
   }
 
   void run_fault(const std::string& kind) {
@@ -463,7 +474,8 @@ class Run {
   }
 
   void run_faults() {
-    std::vector<std::string> kinds{"pause-holder", "kill-holder", "client-pause", "drop-pubsub"};
+    std::vector<std::string> kinds{"pause-holder", "kill-holder"};
+    if (topology_->speaks_redis()) kinds.insert(kinds.end(), {"client-pause", "drop-pubsub"});
     if (topology_->steps_clocks()) kinds.push_back("clock-step");
     if (o_.broken_lock) kinds = {"pause-holder"};  // the lock is not under test then
     for (const auto& k : topology_->fault_kinds()) {

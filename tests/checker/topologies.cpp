@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "postgres_server.hpp"
+
 namespace checker {
 namespace {
 
@@ -31,9 +33,11 @@ std::chrono::milliseconds between(std::mt19937& rng, std::chrono::milliseconds l
   return std::chrono::milliseconds(std::uniform_int_distribution<long long>(low.count(), high.count())(rng));
 }
 
-// SIGSTOP of `server` for lease + 0.2 ... lease + 1 s, then SIGCONT: connections are accepted
-// and requests queue up unanswered, unlike a killed server, which refuses at once.
-std::string stop_for_a_while(RedisServer& server, std::chrono::milliseconds lease, std::mt19937& rng,
+// SIGSTOP of `server` (a RedisServer or a PostgresServer) for lease + 0.2 ... lease + 1 s,
+// then SIGCONT: connections are accepted and requests queue up unanswered, unlike a killed
+// server, which refuses at once.
+template <class Server>
+std::string stop_for_a_while(Server& server, std::chrono::milliseconds lease, std::mt19937& rng,
                              const std::string& what) {
   const auto stopped = lease + between(rng, 200ms, 1000ms);
   server.pause();
@@ -470,6 +474,66 @@ class TwoBackends final : public Topology {
   std::chrono::milliseconds lease_;
 };
 
+// ---------------------------------------------------------------------------------------
+// postgres: one PostgreSQL server with synchronous_commit on (a primary whose commits survive
+// a crash), reached by the clients through a proxy. It is killed and started again on its
+// data, stopped, its client connections (the LISTEN ones too) terminated, and the proxy holds,
+// delays or resets the connections. No Redis, so no CLIENT PAUSE and no pub/sub; its clock is
+// the machine's, so no clock step.
+class Postgres final : public Topology {
+ public:
+  explicit Postgres(std::chrono::milliseconds lease) : server_(options()), lease_(lease) {}
+  static dlock::test::PostgresServer::Options options() {
+    dlock::test::PostgresServer::Options o;
+    o.name = "checker-postgres";
+    o.extra_config = {"synchronous_commit=on"};
+    return o;
+  }
+  void start() override {
+    server_.start();
+    proxy_ = std::make_unique<dlock::test::TcpProxy>(server_.host(), server_.port());
+  }
+  std::string backend_yaml() override {
+    return fmt::format(
+        "    topology: postgres\n    dsn: \"postgresql://{}@{}/postgres\"\n"
+        "    connect_timeout: 500ms\n    command_timeout: 1s\n    poll_interval: 100ms\n",
+        server_.user(), proxy_->endpoint());
+  }
+  bool speaks_redis() const override { return false; }
+  std::vector<std::string> fault_kinds() const override {
+    std::vector<std::string> kinds{"restart-server", "stop-server", "terminate-backends"};
+    kinds.insert(kinds.end(), kNetworkFaults.begin(), kNetworkFaults.end());
+    return kinds;
+  }
+  std::string inject(const std::string& kind, std::mt19937& rng) override {
+    if (kind == "stop-server") {
+      return stop_for_a_while(server_, lease_, rng, "the server and its backends");
+    }
+    if (is_network_fault(kind)) return network_fault(kind, *proxy_, lease_, rng, "the server");
+    if (kind == "terminate-backends") {
+      return fmt::format("pg_terminate_backend of every client connection: {} ended",
+                         server_.kill_all_backends());
+    }
+    if (kind != "restart-server") throw std::logic_error("postgres: no fault " + kind);
+    const auto begun = std::chrono::steady_clock::now();
+    server_.restart();  // SIGKILL of the postmaster and its backends; recovery from the WAL
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - begun);
+    return fmt::format("killed (SIGKILL) and started again on its data, serving after {} ms",
+                       took.count());
+  }
+  void wait_healthy() override {
+    if (server_.paused()) server_.resume();
+    if (!server_.running()) server_.start();
+    proxy_->pass();
+  }
+
+ private:
+  dlock::test::PostgresServer server_;
+  std::unique_ptr<dlock::test::TcpProxy> proxy_;
+  std::chrono::milliseconds lease_;
+};
+
 }  // namespace
 
 std::unique_ptr<Topology> make_topology(const std::string& name, std::chrono::milliseconds lease,
@@ -479,8 +543,9 @@ std::unique_ptr<Topology> make_topology(const std::string& name, std::chrono::mi
   if (name == "cluster") return std::make_unique<Cluster>(lease);
   if (name == "redlock") return std::make_unique<Redlock>(lease);
   if (name == "two-backends") return std::make_unique<TwoBackends>(lease);
+  if (name == "postgres") return std::make_unique<Postgres>(lease);
   throw std::invalid_argument("--topology: unknown topology '" + name +
-                              "' (single, sentinel, cluster, redlock or two-backends)");
+                              "' (single, sentinel, cluster, redlock, two-backends or postgres)");
 }
 
 }  // namespace checker

@@ -40,6 +40,10 @@ class Topology {
   /// Runs one fault of a kind from fault_kinds(), including its repair; returns a detail
   /// for the log. Bounded; throws std::runtime_error when the servers do not recover.
   virtual std::string inject(const std::string& kind, std::mt19937& rng) = 0;
+  /// Whether the lock's servers are Redis servers: only then do the common faults that speak
+  /// Redis to them (client-pause, drop-pubsub) run, and lock_node(), pubsub_nodes() and
+  /// set_lock_key() mean anything.
+  [[nodiscard]] virtual bool speaks_redis() const { return true; }
   /// Whether the servers run with RedisServerOptions::clock_step, for the clock-step fault.
   [[nodiscard]] virtual bool steps_clocks() const { return false; }
   /// The server whose clock the next clock-step fault steps (steps_clocks() only): the lock's
@@ -48,9 +52,14 @@ class Topology {
     throw std::logic_error("this topology steps no clock");
   }
   /// The node that holds the lock key now (for CLIENT PAUSE); for Redlock one instance.
-  [[nodiscard]] virtual Node lock_node(std::mt19937& rng) = 0;
-  /// Every node a client may hold a pub/sub connection to.
-  [[nodiscard]] virtual std::vector<Node> pubsub_nodes() = 0;
+  /// speaks_redis() only.
+  [[nodiscard]] virtual Node lock_node(std::mt19937&) {
+    throw std::logic_error("this topology has no Redis node");
+  }
+  /// Every node a client may hold a pub/sub connection to. speaks_redis() only.
+  [[nodiscard]] virtual std::vector<Node> pubsub_nodes() {
+    throw std::logic_error("this topology has no Redis node");
+  }
   /// Returns once every server is up and the topology is stable again.
   virtual void wait_healthy() = 0;
   /// The Redis key of the lock's fencing counter, set once the lock has been taken.
@@ -60,9 +69,9 @@ class Topology {
   std::string lock_key_;
 };
 
-/// single, sentinel (clients use `wait_replicas`, ignored by the others), cluster, redlock or
-/// two-backends (a single server for the lock, and a second single server that stalls);
-/// throws on another name.
+/// single, sentinel (clients use `wait_replicas`, ignored by the others), cluster, redlock,
+/// two-backends (a single server for the lock, and a second single server that stalls) or
+/// postgres (one PostgreSQL server); throws on another name.
 std::unique_ptr<Topology> make_topology(const std::string& name, std::chrono::milliseconds lease,
                                         int wait_replicas);
 

@@ -10,6 +10,7 @@
 #include "dlock/admin.hpp"
 #include "dlock/dlock.hpp"
 #include "endpoints.hpp"
+#include "postgres_server.hpp"
 #include "redis_groups.hpp"
 #include "redis_process.hpp"
 
@@ -129,6 +130,24 @@ class RedlockTopo : public Topo {
   }
 };
 
+class PostgresTopo : public Topo {
+ public:
+  Config config() override {
+    static PostgresServer& server = *[] {
+      static PostgresServer s;
+      s.start();
+      return &s;
+    }();
+    Config c = MemoryTopo().config();
+    BackendConfig& b = c.backends["default"];
+    b.topology = Topology::kPostgres;
+    b.dsn = server.dsn();
+    b.connect_timeout = 500ms;
+    b.command_timeout = 500ms;
+    return c;
+  }
+};
+
 class LockContract : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -137,6 +156,7 @@ class LockContract : public ::testing::TestWithParam<std::string> {
     if (GetParam() == "sentinel") topo_ = std::make_unique<SentinelTopo>();
     if (GetParam() == "cluster") topo_ = std::make_unique<ClusterTopo>();
     if (GetParam() == "redlock") topo_ = std::make_unique<RedlockTopo>();
+    if (GetParam() == "postgres") topo_ = std::make_unique<PostgresTopo>();
     ASSERT_TRUE(topo_) << GetParam();
   }
   Client make_client() { return Client(topo_->config()); }
@@ -559,7 +579,8 @@ TEST_P(LockContract, ClientsNameTheSameSlotFromTheServersClock) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, LockContract,
-                         ::testing::Values("memory", "single", "sentinel", "cluster", "redlock"),
+                         ::testing::Values("memory", "single", "sentinel", "cluster", "redlock",
+                                           "postgres"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

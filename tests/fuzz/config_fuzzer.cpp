@@ -21,6 +21,20 @@ bool is_service_char(char c) {
          c == '_' || c == '-' || c == ':' || c == '/';
 }
 
+// `name` or `schema.name` in lower case, the name short enough for dlock's suffixes.
+bool is_table_name(std::string_view table) {
+  const std::size_t dot = table.find('.');
+  const std::string_view name = dot == std::string_view::npos ? table : table.substr(dot + 1);
+  const auto part = [](std::string_view text, std::size_t longest) {
+    if (text.empty() || text.size() > longest || (text[0] >= '0' && text[0] <= '9')) return false;
+    for (char c : text) {
+      if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
+    }
+    return true;
+  };
+  return part(name, 57) && (dot == std::string_view::npos || part(table.substr(0, dot), 63));
+}
+
 void check_error(const dlock::ConfigError& error) {
   const std::string_view what = error.what();
   // FILE:LINE:COL: error: ..., or FILE: error: ... when there is no position.
@@ -53,7 +67,13 @@ void check_backend(const std::string& name, const dlock::BackendConfig& b) {
     DLOCK_FUZZ_CHECK(b.endpoints.empty(), "memory backend with {} endpoints", b.endpoints.size());
     return;
   }
-  DLOCK_FUZZ_CHECK(!b.endpoints.empty(), "backend '{}' without endpoints", name);
+  if (b.topology == Topology::kPostgres) {
+    DLOCK_FUZZ_CHECK(b.endpoints.empty() && !b.dsn.empty(), "postgres: {} endpoints, dsn of {}",
+                     b.endpoints.size(), b.dsn.size());
+    DLOCK_FUZZ_CHECK(is_table_name(b.table), "postgres table '{}'", b.table);
+  } else {
+    DLOCK_FUZZ_CHECK(!b.endpoints.empty(), "backend '{}' without endpoints", name);
+  }
   if (b.topology == Topology::kSingle) DLOCK_FUZZ_CHECK(b.endpoints.size() == 1, "single: {}", b.endpoints.size());
   if (b.topology == Topology::kSentinel) DLOCK_FUZZ_CHECK(!b.master_name.empty(), "no master_name");
   if (b.topology == Topology::kCluster) DLOCK_FUZZ_CHECK(b.database == 0, "cluster database {}", b.database);

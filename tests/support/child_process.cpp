@@ -92,7 +92,7 @@ ChildProcess::ChildProcess(std::vector<std::string> argv, ChildOptions options)
   UniqueFd write_end(pipe_fds[1]);
   ::fcntl(impl_->output.get(), F_SETFL, ::fcntl(impl_->output.get(), F_GETFL) | O_NONBLOCK);
   impl_->pid = spawn({impl_->argv, std::move(options.env), write_end.get(),
-                      options.merge_stderr ? write_end.get() : -1});
+                      options.merge_stderr ? write_end.get() : -1, std::move(options.cwd)});
 }
 
 ChildProcess::~ChildProcess() {

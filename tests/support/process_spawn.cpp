@@ -19,6 +19,7 @@
 #include <iterator>
 #include <mutex>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 
 #include <fmt/format.h>
@@ -61,8 +62,8 @@ void close_descriptors_except(int keep, int fallback_limit) {
 
 // Runs in the child between fork and exec: async-signal-safe calls only.
 [[noreturn]] void exec_child(const char* program, char* const* argv, char* const* envp,
-                             pid_t parent, int stdin_fd, int stdout_fd, int stderr_fd,
-                             int error_fd, int fd_limit) {
+                             const char* cwd, pid_t parent, int stdin_fd, int stdout_fd,
+                             int stderr_fd, int error_fd, int fd_limit) {
   // The child dies with the thread that spawned it, even if that thread is SIGKILLed; the
   // getppid check closes the race with a parent that died before prctl.
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::_exit(127);
@@ -75,7 +76,7 @@ void close_descriptors_except(int keep, int fallback_limit) {
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   if (::dup2(stdin_fd, 0) < 0 || ::dup2(stdout_fd, 1) < 0 ||
-      (stderr_fd >= 0 && ::dup2(stderr_fd, 2) < 0)) {
+      (stderr_fd >= 0 && ::dup2(stderr_fd, 2) < 0) || (*cwd != '\0' && ::chdir(cwd) != 0)) {
     const int error = errno;
     [[maybe_unused]] auto written = ::write(error_fd, &error, sizeof error);
     ::_exit(127);
@@ -176,8 +177,8 @@ pid_t spawn_now(const SpawnRequest& request) {
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid == 0) {
-    exec_child(program.c_str(), argv.data(), envp.data(), parent, dev_null.get(),
-               request.stdout_fd, request.stderr_fd, error_write.get(), fd_limit);
+    exec_child(program.c_str(), argv.data(), envp.data(), request.cwd.c_str(), parent,
+               dev_null.get(), request.stdout_fd, request.stderr_fd, error_write.get(), fd_limit);
   }
   if (pid < 0) throw_errno("fork");
   register_child(pid);
@@ -245,6 +246,95 @@ char process_state(pid_t pid) {
   return stat[paren + 2];
 }
 
+pid_t parent_pid(pid_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto paren = stat.rfind(')');
+  if (paren == std::string::npos || paren + 4 >= stat.size()) return -1;
+  return static_cast<pid_t>(std::strtol(stat.c_str() + paren + 4, nullptr, 10));  // ") S PPID"
+}
+
+std::vector<pid_t> child_pids_of(pid_t parent) {
+  std::vector<pid_t> children;
+  std::error_code error;
+  fs::directory_iterator entry("/proc", error);
+  for (; !error && entry != fs::directory_iterator(); entry.increment(error)) {
+    const std::string name = entry->path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const auto pid = static_cast<pid_t>(std::strtol(name.c_str(), nullptr, 10));
+    if (parent_pid(pid) == parent) children.push_back(pid);
+  }
+  return children;
+}
+
+bool wait_for_stop_state(pid_t pid, bool stopped, milliseconds timeout) {
+  return wait_until([&] { return (process_state(pid) == 'T') == stopped; }, timeout,
+                    milliseconds(1));
+}
+
+bool child_running(pid_t pid) {
+  if (!is_registered(pid)) return false;  // reaped by the exit safety net
+  if (!reap(pid, milliseconds(0))) return true;
+  unregister_child(pid);
+  return false;
+}
+
+void kill_child(pid_t pid) noexcept {
+  if (pid <= 0 || !is_registered(pid)) return;
+  ::kill(-pid, SIGKILL);
+  ::kill(pid, SIGKILL);
+  reap(pid, std::chrono::seconds(5));
+  unregister_child(pid);
+}
+
+void launch_until_ready(const std::function<LaunchOutcome(std::string& failure)>& launch,
+                        const std::function<bool()>& fixed_port,
+                        const std::function<std::string()>& describe,
+                        const std::function<std::string()>& log_tail) {
+  constexpr int kAttempts = 8;
+  std::string failure;
+  for (int attempt = 1; attempt <= kAttempts; ++attempt) {
+    switch (launch(failure)) {
+      case LaunchOutcome::ready:
+        return;
+      case LaunchOutcome::port_taken:
+        if (fixed_port()) std::this_thread::sleep_for(milliseconds(250));
+        continue;
+      case LaunchOutcome::failed:
+        throw std::runtime_error(
+            fmt::format("{} did not start: {}\n{}", describe(), failure, log_tail()));
+    }
+  }
+  throw std::runtime_error(fmt::format("{} did not start: port taken on each of {} attempts\n{}",
+                                       describe(), kAttempts, log_tail()));
+}
+
+fs::path temp_base() {
+  const char* tmp = ::getenv("TMPDIR");
+  return tmp != nullptr && *tmp != '\0' ? fs::path(tmp) : fs::path("/tmp");
+}
+
+fs::path make_temp_dir(const std::string& name, const fs::path& base) {
+  std::string plain;
+  for (const char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_';
+    plain += ok ? c : '_';
+  }
+  const fs::path parent = base.empty() ? temp_base() : base;
+  std::string pattern = (parent / fmt::format("dlock-{}-XXXXXX", plain)).string();
+  if (::mkdtemp(pattern.data()) == nullptr) throw_errno(fmt::format("mkdtemp {}", pattern));
+  return pattern;
+}
+
+void remove_temp_dir(const fs::path& dir, bool keep) noexcept {
+  const char* flag = ::getenv("DLOCK_TEST_KEEP_DIRS");
+  const bool keep_all = flag != nullptr && *flag != '\0' && std::string_view(flag) != "0";
+  if (dir.empty() || keep || keep_all) return;
+  std::error_code ignored;
+  fs::remove_all(dir, ignored);
+}
+
 std::string join(const std::vector<std::string>& words) {
   std::string out;
   for (const auto& word : words) {
@@ -276,6 +366,18 @@ std::string tail_lines(const std::string& text, std::size_t lines) {
     --start;
   }
   return text.substr(start);
+}
+
+std::string log_tails(const std::vector<fs::path>& files, std::size_t lines) {
+  std::string out;
+  for (const auto& file : files) {
+    const std::string text = read_file(file);
+    if (text.empty()) continue;
+    out += fmt::format("--- {} (last {} lines) ---\n{}", file.string(), lines,
+                       tail_lines(text, lines));
+    if (out.back() != '\n') out += '\n';
+  }
+  return out.empty() ? "(no log output)" : out;
 }
 
 }  // namespace detail

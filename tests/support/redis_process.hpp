@@ -284,6 +284,8 @@ struct ChildOptions {
   /// Send stderr into the same pipe as stdout (default: stderr is inherited, so it shows in
   /// the test log).
   bool merge_stderr = false;
+  /// Working directory; empty: the test's.
+  std::string cwd = {};
 };
 
 /// A program run as a child: stdin is /dev/null, stdout is piped back to the test.

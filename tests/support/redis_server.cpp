@@ -49,23 +49,7 @@ std::string quoted(const std::string& text) {
   return out + '"';
 }
 
-std::string sanitized(const std::string& name) {
-  std::string out;
-  for (const char c : name) {
-    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                       c == '-' || c == '_';
-    out += plain ? c : '_';
-  }
-  return out.empty() ? std::string("redis") : out;
-}
-
-bool env_flag(const char* name) {
-  const char* value = ::getenv(name);
-  return value != nullptr && *value != '\0' && std::string_view(value) != "0";
-}
-
 constexpr const char* kHost = "127.0.0.1";
-constexpr int kStartAttempts = 8;
 
 }  // namespace
 
@@ -107,8 +91,6 @@ struct RedisServer::Impl {
   milliseconds clock_offset{0};
   std::int64_t* clock_map = nullptr;  // the offset file, mapped (Options::clock_step)
 
-  enum class Outcome { ready, port_taken, failed };
-
   [[nodiscard]] bool sentinel() const { return options.mode == Options::Mode::sentinel; }
   [[nodiscard]] fs::path config_file() const { return dir / "redis.conf"; }
   [[nodiscard]] fs::path log_file() const { return dir / "redis.log"; }
@@ -121,12 +103,7 @@ struct RedisServer::Impl {
   }
 
   void make_dir() {
-    if (!dir.empty()) return;
-    const char* tmp = ::getenv("TMPDIR");
-    const fs::path base = tmp != nullptr && *tmp != '\0' ? fs::path(tmp) : fs::path("/tmp");
-    std::string pattern = (base / fmt::format("dlock-{}-XXXXXX", sanitized(options.name))).string();
-    if (::mkdtemp(pattern.data()) == nullptr) throw_errno(fmt::format("mkdtemp {}", pattern));
-    dir = pattern;
+    if (dir.empty()) dir = make_temp_dir(options.name.empty() ? "redis" : options.name);
   }
 
   void write_config() const {
@@ -192,26 +169,13 @@ struct RedisServer::Impl {
 
   [[nodiscard]] std::string log_tail(std::size_t lines) const {
     if (dir.empty()) return "(not started)";
-    std::string out;
-    for (const auto& file : {log_file(), output_file()}) {
-      const std::string text = read_file(file);
-      if (text.empty()) continue;
-      out += fmt::format("--- {} (last {} lines) ---\n{}", file.string(), lines,
-                         tail_lines(text, lines));
-      if (out.back() != '\n') out += '\n';
-    }
-    return out.empty() ? "(no log output)" : out;
+    return log_tails({log_file(), output_file()}, lines);
   }
 
   // Reaps the process if it exited. True while it runs.
   bool check_running() {
     if (pid <= 0) return false;
-    if (!is_registered(pid)) {  // reaped by the exit safety net
-      pid = -1;
-      return false;
-    }
-    if (!reap(pid, milliseconds(0))) return true;
-    unregister_child(pid);
+    if (child_running(pid)) return true;
     pid = -1;
     paused = false;
     return false;
@@ -285,7 +249,7 @@ struct RedisServer::Impl {
     }
   }
 
-  Outcome launch(std::string& failure) {
+  LaunchOutcome launch(std::string& failure) {
     const auto log_offset = file_size_or_zero(log_file());
     const auto output_offset = file_size_or_zero(output_file());
     UniqueFd output(::open(output_file().c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
@@ -307,14 +271,15 @@ struct RedisServer::Impl {
         const std::string fresh =
             read_file(log_file(), log_offset) + read_file(output_file(), output_offset);
         failure = "exited during start-up";
-        return fresh.find("Address already in use") != std::string::npos ? Outcome::port_taken
-                                                                          : Outcome::failed;
+        return fresh.find("Address already in use") != std::string::npos
+                   ? LaunchOutcome::port_taken
+                   : LaunchOutcome::failed;
       }
       // Another process may own the port (the bind race): only our own pid counts.
       try {
         if (admin.command({"PING"}) == "PONG" &&
             admin.info_field("server", "process_id") == std::to_string(pid)) {
-          return Outcome::ready;
+          return LaunchOutcome::ready;
         }
       } catch (const RedisError& error) {
         last_error = error.what();
@@ -329,7 +294,7 @@ struct RedisServer::Impl {
                                  last_error);
         }
         kill_now();
-        return Outcome::failed;
+        return LaunchOutcome::failed;
       }
       std::this_thread::sleep_for(milliseconds(10));
     }
@@ -338,40 +303,25 @@ struct RedisServer::Impl {
   void start() {
     if (check_running()) throw std::logic_error(describe() + " is already running");
     make_dir();
-    std::string failure;
-    for (int attempt = 1; attempt <= kStartAttempts; ++attempt) {
-      if (!port_owned) {
-        choose_ports();
-        write_config();
-      } else if (!fs::exists(config_file())) {
-        write_config();
-      }
-      switch (launch(failure)) {
-        case Outcome::ready:
-          port_owned = true;
-          paused = false;
-          return;
-        case Outcome::port_taken:
-          // A port we picked ourselves is simply replaced; a fixed one may be freed soon.
-          if (port_owned || options.port != 0) std::this_thread::sleep_for(milliseconds(250));
-          continue;
-        case Outcome::failed:
-          throw std::runtime_error(
-              fmt::format("{} did not start: {}\n{}", describe(), failure, log_tail(30)));
-      }
-    }
-    throw std::runtime_error(fmt::format("{} did not start: port taken on each of {} attempts\n{}",
-                                         describe(), kStartAttempts, log_tail(30)));
+    launch_until_ready(
+        [&](std::string& failure) {
+          if (!port_owned) {
+            choose_ports();
+            write_config();
+          } else if (!fs::exists(config_file())) {
+            write_config();
+          }
+          return launch(failure);
+        },
+        [&] { return port_owned || options.port != 0; }, [&] { return describe(); },
+        [&] { return log_tail(30); });
+    port_owned = true;
+    paused = false;
   }
 
   void kill_now() noexcept {
     if (pid <= 0) return;
-    if (is_registered(pid)) {
-      ::kill(-pid, SIGKILL);
-      ::kill(pid, SIGKILL);
-      reap(pid, std::chrono::seconds(5));
-      unregister_child(pid);
-    }
+    kill_child(pid);
     pid = -1;
     paused = false;
   }
@@ -390,10 +340,7 @@ struct RedisServer::Impl {
   }
 
   void wait_for_state(bool stopped) const {
-    const bool reached = wait_until(
-        [&] { return (process_state(pid) == 'T') == stopped; }, std::chrono::seconds(2),
-        milliseconds(1));
-    if (!reached) {
+    if (!wait_for_stop_state(pid, stopped, std::chrono::seconds(2))) {
       throw std::runtime_error(fmt::format("{} did not {} within 2 s", describe(),
                                            stopped ? "stop" : "continue"));
     }
@@ -408,10 +355,7 @@ struct RedisServer::Impl {
   ~Impl() {
     stop();
     unmap_clock();
-    if (!dir.empty() && !options.keep_dir && !env_flag("DLOCK_TEST_KEEP_DIRS")) {
-      std::error_code ignored;
-      fs::remove_all(dir, ignored);
-    }
+    remove_temp_dir(dir, options.keep_dir);
   }
 };
 

@@ -20,22 +20,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Every secret in this file is this word, so one check proves none reaches a message.
-constexpr const char* kSecret = "hunter2";
-
 // ---------------------------------------------------------------------------------------
 // Malformed files: each row is the text, where the error must point, and what it must say.
-
-struct BadFile {
-  const char* name;
-  const char* yaml;
-  const char* where;    // "line:col", 1-based
-  const char* message;  // "key.path: message" or part of it
-};
-
-void PrintTo(const BadFile& row, std::ostream* out) { *out << row.name; }
-
-class MalformedFile : public testing::TestWithParam<BadFile> {};
+// config_postgres_test.cpp has the rows of postgres backends.
 
 TEST_P(MalformedFile, IsRefusedWithFileLineColumnKeyAndNoSecret) {
   const BadFile& row = GetParam();
@@ -213,7 +200,7 @@ const BadFile kBadFiles[] = {
      "backends.default.topology: unknown topology 'sentinal'; did you mean 'sentinel'?"},
     {"UnknownTopologyListsValidOnes", "backends:\n  default:\n    topology: zookeeper\n", "3:15",
      "unknown topology 'zookeeper' (expected one of: single, sentinel, cluster, redlock, "
-     "memory)"},
+     "memory, postgres)"},
     {"MissingTopologyIsRefused", "backends:\n  default:\n    address: 127.0.0.1\n", "3:5",
      "backends.default: missing required key 'topology'"},
     {"EmptyBackendIsRefused", "backends:\n  default:\n", "2:3",
@@ -292,8 +279,6 @@ const BadFile kBadFiles[] = {
      "invalid YAML: unexpected ','"},
     {"CommaAfterFlowListIsRefused", "[a], b\n", "1:4", "invalid YAML: unexpected ','"},
 };
-
-std::string row_name(const testing::TestParamInfo<BadFile>& info) { return info.param.name; }
 
 INSTANTIATE_TEST_SUITE_P(Config, MalformedFile, testing::ValuesIn(kBadFiles), row_name);
 

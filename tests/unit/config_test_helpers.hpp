@@ -1,6 +1,10 @@
-// What the configuration tests share: a file's first error and its warnings.
+// What the configuration tests share: a file's first error and its warnings, and the table
+// of malformed files.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,6 +16,25 @@ namespace dlock {
 
 // The name the tests give parse_config for the file.
 inline constexpr const char* kSource = "test.yaml";
+
+// Every secret in the configuration tests is this word, so one check proves none reaches a
+// message.
+inline constexpr const char* kSecret = "hunter2";
+
+// A malformed file: the text, where the error must point, and what it must say. Each table of
+// them is an instantiation of MalformedFile (config_test.cpp).
+struct BadFile {
+  const char* name;
+  const char* yaml;
+  const char* where;    // "line:col", 1-based
+  const char* message;  // "key.path: message" or part of it
+};
+
+inline void PrintTo(const BadFile& row, std::ostream* out) { *out << row.name; }
+
+inline std::string row_name(const testing::TestParamInfo<BadFile>& info) { return info.param.name; }
+
+class MalformedFile : public testing::TestWithParam<BadFile> {};
 
 // The text of the ConfigError that `yaml` raises, or "<no error>".
 inline std::string error_of(const std::string& yaml) {

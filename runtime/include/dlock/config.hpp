@@ -27,7 +27,7 @@ inline constexpr Millis kMinimumLease{3};
 enum class OnBusy { kThrow, kSkip };
 
 /// Which kind of lock server a backend talks to.
-enum class Topology { kSingle, kSentinel, kCluster, kRedlock, kMemory };
+enum class Topology { kSingle, kSentinel, kCluster, kRedlock, kMemory, kPostgres };
 
 /// The topology's name as the configuration spells it ("single", "sentinel", ...).
 [[nodiscard]] const char* to_string(Topology topology) noexcept;
@@ -58,7 +58,8 @@ struct TlsConfig {
 struct BackendConfig {
   std::string name;
   Topology topology = Topology::kSingle;
-  /// single: one endpoint; sentinel: the sentinels; cluster: seed nodes; redlock: instances.
+  /// single: one endpoint; sentinel: the sentinels; cluster: seed nodes; redlock: instances;
+  /// postgres: none (the hosts are in `dsn`).
   std::vector<Endpoint> endpoints;
   std::string master_name;              ///< sentinel only
   int wait_replicas = 0;                ///< sentinel only
@@ -74,6 +75,12 @@ struct BackendConfig {
   /// Longest pause between two tries while waiting, when no release notification arrives.
   Millis poll_interval{250};
   TlsConfig tls;
+  /// postgres only: a libpq connection string (`postgresql://user@host:5432/db?...` or
+  /// `host=... dbname=...`), `${ENV}` already expanded; never logged whole.
+  std::string dsn;
+  /// postgres only: the lock table, `name` or `schema.name`, created if missing; run
+  /// records and the audit list live in `<table>_runs` and `<table>_audit`.
+  std::string table = "dlock_locks";
 };
 
 /// Lock settings at one level of precedence; unset fields fall through to the level below.

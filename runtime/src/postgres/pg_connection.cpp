@@ -1,0 +1,321 @@
+#include "postgres/pg_connection.hpp"
+
+#include <fmt/format.h>
+#include <libpq-fe.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <utility>
+
+#include "log.hpp"
+
+namespace dlock::internal {
+namespace {
+
+std::int64_t steady_us(Clock::time_point when) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(when.time_since_epoch()).count();
+}
+
+std::string trimmed(const char* text) {
+  std::string out = text == nullptr ? "" : text;
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+
+// Waits until `fd` is readable (or writable, with `write`) or `deadline` passes.
+bool wait_for(int fd, bool write, Clock::time_point deadline) {
+  if (fd < 0) return false;
+  for (;;) {
+    const auto left = deadline - Clock::now();
+    if (left <= Clock::duration::zero()) return false;
+    const auto ms = std::min<long long>(std::chrono::ceil<Millis>(left).count(), 60'000);
+    pollfd p{fd, static_cast<short>(write ? (POLLOUT | POLLIN) : POLLIN), 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(ms));
+    if (ready > 0) return true;
+    if (ready < 0 && errno != EINTR) return false;
+  }
+}
+
+// libpq prints the server's notices (NOTICE, WARNING) to stderr unless told otherwise.
+void log_notice(void* /*arg*/, const char* message) {
+  log(LogLevel::kDebug, "postgres: {}", trimmed(message));
+}
+
+}  // namespace
+
+PgResult::PgResult(pg_result* result) : result_(result) {
+  switch (PQresultStatus(result)) {
+    case PGRES_TUPLES_OK:
+    case PGRES_COMMAND_OK:
+      status = Status::kOk;
+      break;
+    default:
+      status = Status::kRefused;
+      error = trimmed(PQresultErrorMessage(result));
+      if (const char* state = PQresultErrorField(result, PG_DIAG_SQLSTATE)) sqlstate = state;
+      if (error.empty()) error = PQresStatus(PQresultStatus(result));
+  }
+}
+
+PgResult::PgResult(PgResult&& other) noexcept
+    : status(other.status),
+      error(std::move(other.error)),
+      sqlstate(std::move(other.sqlstate)),
+      result_(std::exchange(other.result_, nullptr)) {}
+
+PgResult& PgResult::operator=(PgResult&& other) noexcept {
+  if (this != &other) {
+    if (result_ != nullptr) PQclear(result_);
+    status = other.status;
+    error = std::move(other.error);
+    sqlstate = std::move(other.sqlstate);
+    result_ = std::exchange(other.result_, nullptr);
+  }
+  return *this;
+}
+
+PgResult::~PgResult() {
+  if (result_ != nullptr) PQclear(result_);
+}
+
+int PgResult::rows() const { return result_ == nullptr ? 0 : PQntuples(result_); }
+
+bool PgResult::is_null(int row, int column) const {
+  return result_ == nullptr || row >= rows() || column >= PQnfields(result_) ||
+         PQgetisnull(result_, row, column) != 0;
+}
+
+std::string PgResult::text(int row, int column) const {
+  if (is_null(row, column)) return {};
+  return {PQgetvalue(result_, row, column),
+          static_cast<std::size_t>(PQgetlength(result_, row, column))};
+}
+
+std::int64_t PgResult::number(int row, int column) const {
+  if (is_null(row, column)) return 0;
+  return std::strtoll(PQgetvalue(result_, row, column), nullptr, 10);
+}
+
+PgConnection::PgConnection(pg_conn* conn, const PgStatements& statements)
+    : conn_(conn), statements_(statements), prepared_(kPgStatementCount, false) {}
+
+PgConnection::~PgConnection() { PQfinish(conn_); }
+
+std::unique_ptr<PgConnection> PgConnection::open(const BackendConfig& config,
+                                                 const PgStatements& statements,
+                                                 Clock::time_point deadline, std::string& error) {
+  // The dsn is expanded in place of dbname; the application name is dlock's unless the dsn
+  // names one.
+  const char* keys[] = {"dbname", "fallback_application_name", nullptr};
+  const char* values[] = {config.dsn.c_str(), "dlock", nullptr};
+  pg_conn* raw = PQconnectStartParams(keys, values, 1);
+  if (raw == nullptr) {
+    error = "out of memory";
+    return nullptr;
+  }
+  std::unique_ptr<PgConnection> conn(new PgConnection(raw, statements));
+  PQsetNoticeProcessor(raw, log_notice, nullptr);
+  if (!conn->connect(deadline, error) || !conn->set_up(config, deadline, error)) return nullptr;
+  return conn;
+}
+
+bool PgConnection::connect(Clock::time_point deadline, std::string& error) {
+  if (PQstatus(conn_) == CONNECTION_BAD) {
+    error = trimmed(PQerrorMessage(conn_));
+    return false;
+  }
+  PostgresPollingStatusType state = PGRES_POLLING_WRITING;
+  for (;;) {
+    if (state == PGRES_POLLING_OK) return true;
+    if (state == PGRES_POLLING_FAILED) {
+      error = trimmed(PQerrorMessage(conn_));
+      return false;
+    }
+    // The socket can change between calls (each host of a multi-host dsn).
+    if (!wait_for(PQsocket(conn_), state == PGRES_POLLING_WRITING, deadline)) {
+      error = "connect timed out";
+      return false;
+    }
+    state = PQconnectPoll(conn_);
+  }
+}
+
+bool PgConnection::set_up(const BackendConfig& config, Clock::time_point deadline,
+                          std::string& error) {
+  if (PQsetnonblocking(conn_, 1) != 0) {
+    error = trimmed(PQerrorMessage(conn_));
+    return false;
+  }
+  // The server gives up on a statement (a row lock held by a stalled session, say) when
+  // its caller does; a session left idle in a transaction cannot hold rows.
+  const long long ms = std::max<long long>(config.command_timeout.count(), 1);
+  // dlock's statements look rows up by their primary key: one generic plan serves every
+  // call, where custom plans would be planned again and again.
+  PgResult set = run_text(fmt::format("SET statement_timeout = {0}; SET lock_timeout = {0}; "
+                                      "SET idle_in_transaction_session_timeout = {0}; "
+                                      "SET plan_cache_mode = force_generic_plan",
+                                      ms),
+                          deadline);
+  if (set.status != PgResult::Status::kOk) {
+    error = set.error;
+    return false;
+  }
+  if (!resync_clock(deadline)) {
+    error = "could not read the server's clock";
+    return false;
+  }
+  return true;
+}
+
+bool PgConnection::resync_clock(Clock::time_point deadline) {
+  const auto before = Clock::now();
+  PgResult now = run(PgStatement::kServerTime, {}, deadline);
+  const auto after = Clock::now();
+  if (now.status != PgResult::Status::kOk || now.rows() != 1) return false;
+  clock_offset_us_ = now.number(0, 0) - (steady_us(before) + steady_us(after)) / 2;
+  return true;
+}
+
+std::int64_t PgConnection::server_time_us(Clock::time_point when) const {
+  return clock_offset_us_ + steady_us(when);
+}
+
+bool PgConnection::wait(bool write, Clock::time_point deadline) const {
+  return wait_for(PQsocket(conn_), write, deadline);
+}
+
+PgResult PgConnection::fail(std::string error) {
+  broken_ = true;
+  return PgResult(PgResult::Status::kUnknown, std::move(error));
+}
+
+bool PgConnection::send_and_flush(bool sent, Clock::time_point deadline, std::string& error) {
+  if (!sent) {
+    error = trimmed(PQerrorMessage(conn_));
+    return false;
+  }
+  for (;;) {
+    const int flushed = PQflush(conn_);
+    if (flushed == 0) return true;
+    if (flushed < 0 || !wait(true, deadline) || PQconsumeInput(conn_) == 0) {
+      error = flushed < 0 ? trimmed(PQerrorMessage(conn_)) : "timed out sending";
+      return false;
+    }
+  }
+}
+
+PgResult PgConnection::collect(Clock::time_point deadline) {
+  PgResult kept;
+  bool have = false;
+  for (;;) {
+    while (PQisBusy(conn_) == 0) {
+      pg_result* raw = PQgetResult(conn_);
+      if (raw == nullptr) {
+        if (PQstatus(conn_) == CONNECTION_BAD) broken_ = true;
+        return have ? std::move(kept) : fail(trimmed(PQerrorMessage(conn_)));
+      }
+      PgResult current(raw);
+      // The first error wins; otherwise the last result (a multi-statement text).
+      if (!have || kept.status == PgResult::Status::kOk) kept = std::move(current);
+      have = true;
+    }
+    if (!wait(false, deadline)) return fail("timed out waiting for the server");
+    if (PQconsumeInput(conn_) == 0) return fail(trimmed(PQerrorMessage(conn_)));
+  }
+}
+
+bool PgConnection::prepare(PgStatement statement, Clock::time_point deadline,
+                           PgResult& failure) {
+  std::string error;
+  const std::string& sql = statements_.sql(statement);
+  if (!send_and_flush(
+          PQsendPrepare(conn_, PgStatements::name(statement), sql.c_str(), 0, nullptr) == 1,
+          deadline, error)) {
+    failure = fail(error);
+    return false;
+  }
+  PgResult prepared = collect(deadline);
+  if (prepared.status != PgResult::Status::kOk) {
+    failure = std::move(prepared);
+    return false;
+  }
+  prepared_[static_cast<std::size_t>(statement)] = true;
+  return true;
+}
+
+bool PgConnection::send(PgStatement statement, const std::vector<std::string>& params,
+                        Clock::time_point deadline, PgResult& failure) {
+  if (broken_) {
+    failure = fail("the connection is broken");
+    return false;
+  }
+  if (!prepared_[static_cast<std::size_t>(statement)] && !prepare(statement, deadline, failure)) {
+    return false;
+  }
+  std::vector<const char*> values;
+  values.reserve(params.size());
+  for (const std::string& param : params) values.push_back(param.c_str());
+  std::string error;
+  const bool sent = PQsendQueryPrepared(conn_, PgStatements::name(statement),
+                                        static_cast<int>(values.size()), values.data(), nullptr,
+                                        nullptr, 0) == 1;
+  if (!send_and_flush(sent, deadline, error)) {
+    failure = fail(error);
+    return false;
+  }
+  return true;
+}
+
+PgResult PgConnection::run(PgStatement statement, const std::vector<std::string>& params,
+                           Clock::time_point deadline) {
+  PgResult failure;
+  if (!send(statement, params, deadline, failure)) return failure;
+  return collect(deadline);
+}
+
+PgResult PgConnection::run_text(const std::string& sql, Clock::time_point deadline) {
+  if (broken_) return fail("the connection is broken");
+  std::string error;
+  if (!send_and_flush(PQsendQuery(conn_, sql.c_str()) == 1, deadline, error)) return fail(error);
+  return collect(deadline);
+}
+
+bool PgConnection::healthy() {
+  if (broken_ || PQstatus(conn_) == CONNECTION_BAD) return false;
+  pollfd p{PQsocket(conn_), POLLIN, 0};
+  if (::poll(&p, 1, 0) > 0) {
+    // Nothing is expected on an idle connection: whatever came is the server ending the
+    // session (a restart, pg_terminate_backend, idle timeouts).
+    PQconsumeInput(conn_);
+    broken_ = true;
+    return false;
+  }
+  return true;
+}
+
+int PgConnection::socket() const { return PQsocket(conn_); }
+
+bool PgConnection::consume_input() {
+  if (PQconsumeInput(conn_) == 0 || PQstatus(conn_) == CONNECTION_BAD) {
+    broken_ = true;
+    return false;
+  }
+  // Results of statements nobody waits for (none are sent by the listener) are dropped.
+  while (PQisBusy(conn_) == 0) {
+    pg_result* raw = PQgetResult(conn_);
+    if (raw == nullptr) break;
+    PQclear(raw);
+  }
+  return true;
+}
+
+bool PgConnection::next_notification(std::string& payload) {
+  PGnotify* note = PQnotifies(conn_);
+  if (note == nullptr) return false;
+  payload = note->extra == nullptr ? "" : note->extra;
+  PQfreemem(note);
+  return true;
+}
+
+}  // namespace dlock::internal

@@ -1,0 +1,175 @@
+// PgPool (pg_connection.hpp).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "postgres/pg_connection.hpp"
+
+namespace dlock::internal {
+namespace {
+
+// A condition-variable wait needs a deadline it can convert without overflowing.
+Clock::time_point bounded(Clock::time_point deadline) {
+  return std::min(deadline, later(Clock::now(), std::chrono::hours(24)));
+}
+
+}  // namespace
+
+PgPool::PgPool(BackendConfig config, std::shared_ptr<const PgStatements> statements)
+    : config_(std::move(config)), statements_(std::move(statements)) {}
+
+PgPool::~PgPool() {
+  // Answers still owed (a thread that released and left): read them, bounded, so that their
+  // outcome is reported and flush() does not wait for them in vain.
+  for (auto& [thread, owed] : owed_) finish(owed);
+}
+
+void PgPool::finish(Owed& owed) noexcept {
+  PgResult result = owed.conn->collect(owed.deadline);
+  try {
+    owed.done(std::move(result));
+  } catch (...) {  // `done` must not throw; nothing more to do with it if it does
+  }
+}
+
+std::unique_ptr<PgConnection> PgPool::settle_mine(std::unique_lock<std::mutex>& lock) {
+  const auto me = std::this_thread::get_id();
+  // The settler is reading it: its answer is on the way, bounded by the owed deadline.
+  settled_.wait(lock, [&] { return settling_.count(me) == 0; });
+  auto it = owed_.find(me);
+  if (it == owed_.end()) return nullptr;
+  Owed owed = std::move(it->second);
+  owed_.erase(it);
+  lock.unlock();
+  finish(owed);
+  lock.lock();
+  if (owed.conn->broken()) {
+    --open_;
+    returned_.notify_one();
+    return nullptr;
+  }
+  return std::move(owed.conn);
+}
+
+bool PgPool::send_detached(PgStatement statement, const std::vector<std::string>& params,
+                           Clock::time_point deadline, std::function<void(PgResult)> done) {
+  std::string error;
+  Handle handle = take(deadline, error);
+  if (!handle) return false;
+  PgResult failure;
+  if (!handle->send(statement, params, deadline, failure)) return false;
+  std::unique_ptr<PgConnection> conn = handle.detach();
+  {
+    std::lock_guard lock(mutex_);
+    // take() read this thread's earlier owed answer, so there is none now.
+    owed_[std::this_thread::get_id()] =
+        Owed{std::move(conn), std::move(done), Clock::now(), deadline};
+  }
+  settler::watch(weak_from_this());
+  return true;
+}
+
+bool PgPool::settle_idle(Clock::time_point owed_before) {
+  std::vector<std::pair<std::thread::id, Owed>> due;
+  bool owing = false;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto it = owed_.begin(); it != owed_.end();) {
+      if (it->second.sent < owed_before) {
+        settling_.insert(it->first);
+        due.emplace_back(it->first, std::move(it->second));
+        it = owed_.erase(it);
+      } else {
+        owing = true;
+        ++it;
+      }
+    }
+  }
+  for (auto& [thread, owed] : due) {
+    finish(owed);
+    give_back(std::move(owed.conn), Lane::kShared);
+    {
+      std::lock_guard lock(mutex_);
+      settling_.erase(thread);
+    }
+    settled_.notify_all();
+  }
+  return owing;
+}
+
+PgPool::Handle& PgPool::Handle::operator=(Handle&& other) noexcept {
+  if (this != &other) {
+    if (pool_ != nullptr && conn_) pool_->give_back(std::move(conn_), lane_);
+    pool_ = std::exchange(other.pool_, nullptr);
+    conn_ = std::move(other.conn_);
+    lane_ = other.lane_;
+  }
+  return *this;
+}
+
+PgPool::Handle::~Handle() {
+  if (pool_ != nullptr && conn_) pool_->give_back(std::move(conn_), lane_);
+}
+
+std::unique_ptr<PgConnection> PgPool::idle_one(Lane lane) {
+  if (lane == Lane::kRenewal) return std::move(renewal_);
+  if (idle_.empty()) return nullptr;
+  auto conn = std::move(idle_.back());
+  idle_.pop_back();
+  return conn;
+}
+
+PgPool::Handle PgPool::take(Clock::time_point deadline, std::string& error, Lane lane) {
+  std::unique_lock lock(mutex_);
+  if (lane == Lane::kShared && (!owed_.empty() || !settling_.empty())) {
+    if (auto mine = settle_mine(lock)) return Handle(this, std::move(mine), Lane::kShared);
+  }
+  // The renewal lane has its own connection while it is not on loan, else shares.
+  if (lane == Lane::kRenewal && renewal_on_loan_) lane = Lane::kShared;
+  if (lane == Lane::kRenewal) renewal_on_loan_ = true;
+  for (;;) {
+    while (auto conn = idle_one(lane)) {
+      lock.unlock();
+      if (conn->healthy()) return Handle(this, std::move(conn), lane);
+      conn.reset();
+      lock.lock();
+      if (lane == Lane::kShared) --open_;
+    }
+    if (lane == Lane::kRenewal || open_ < config_.pool_size) {
+      if (lane == Lane::kShared) ++open_;
+      lock.unlock();
+      auto conn = PgConnection::open(
+          config_, *statements_, std::min(deadline, later(Clock::now(), config_.connect_timeout)),
+          error);
+      if (conn) return Handle(this, std::move(conn), lane);
+      lock.lock();
+      if (lane == Lane::kShared) --open_;
+      if (lane == Lane::kRenewal) renewal_on_loan_ = false;
+      returned_.notify_one();
+      return {};
+    }
+    if (returned_.wait_until(lock, bounded(deadline)) == std::cv_status::timeout &&
+        Clock::now() >= deadline) {
+      error = fmt::format("no connection free within the timeout ({} in use)", open_);
+      return {};
+    }
+  }
+}
+
+void PgPool::give_back(std::unique_ptr<PgConnection> conn, Lane lane) noexcept {
+  std::lock_guard lock(mutex_);
+  if (lane == Lane::kRenewal) {
+    if (!conn->broken()) renewal_ = std::move(conn);
+    renewal_on_loan_ = false;
+    return;
+  }
+  if (conn->broken()) {
+    --open_;
+  } else {
+    idle_.push_back(std::move(conn));
+  }
+  returned_.notify_one();
+}
+
+}  // namespace dlock::internal

@@ -1,0 +1,496 @@
+#include "postgres/postgres_backend.hpp"
+
+#include <fmt/format.h>
+#include <openssl/evp.h>
+
+#include <atomic>
+#include <functional>
+#include <limits>
+
+#include "dlock/admin.hpp"
+#include "log.hpp"
+#include "owner.hpp"
+#include "postgres/pg_connection.hpp"
+#include "postgres/pg_listener.hpp"
+#include "settler.hpp"
+
+namespace dlock::internal {
+namespace {
+
+using Status = PgResult::Status;
+using Params = std::vector<std::string>;
+
+constexpr Millis kSweepEvery{std::chrono::minutes(10)};
+
+std::string hex(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(kDigits[c >> 4]);
+    out.push_back(kDigits[c & 15]);
+  }
+  return out;
+}
+
+std::string unhex(std::string_view text) {
+  const auto digit = [](char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
+  std::string out;
+  out.reserve(text.size() / 2);
+  for (std::size_t i = 0; i + 1 < text.size(); i += 2) {
+    out.push_back(static_cast<char>(digit(text[i]) * 16 + digit(text[i + 1])));
+  }
+  return out;
+}
+
+// A text[] literal: every element quoted, `"` and `\` escaped.
+std::string array_of(const std::vector<std::string>& items) {
+  std::string out = "{";
+  for (const std::string& item : items) {
+    if (out.size() > 1) out += ',';
+    out += '"';
+    for (char c : item) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  return out + "}";
+}
+
+std::string number_text(std::int64_t value) { return std::to_string(value); }
+
+std::uint64_t token_of(const PgResult& result, int row, int column) {
+  return static_cast<std::uint64_t>(result.number(row, column));
+}
+
+LockInfo lock_info(const PgResult& result, int row) {
+  LockInfo info;
+  info.key = unhex(result.text(row, 0));
+  info.owner = result.text(row, 1);
+  info.host = unhex(result.text(row, 2));
+  info.pid = result.number(row, 3);
+  info.thread = result.number(row, 4);
+  info.name = unhex(result.text(row, 5));
+  info.token = token_of(result, row, 6);
+  info.acquired_at_ms = result.number(row, 7);
+  info.lease = Millis{result.number(row, 8)};
+  info.ttl = Millis{result.number(row, 9)};
+  info.min_hold = result.text(row, 10) == "t";
+  return info;
+}
+
+RunRecord run_record(const PgResult& result, int row, int first) {
+  RunRecord record;
+  record.key = unhex(result.text(row, first));
+  record.name = unhex(result.text(row, first + 1));
+  record.label = unhex(result.text(row, first + 2));
+  record.owner = result.text(row, first + 3);
+  record.token = token_of(result, row, first + 4);
+  record.host = unhex(result.text(row, first + 5));
+  record.pid = result.number(row, first + 6);
+  record.started_at_ms = result.number(row, first + 7);
+  record.finished_at_ms = result.number(row, first + 8);
+  record.outcome = unhex(result.text(row, first + 9));
+  record.ttl = Millis{result.number(row, first + 10)};
+  return record;
+}
+
+AuditEntry audit_entry(const PgResult& result, int row) {
+  AuditEntry entry;
+  entry.id = result.text(row, 0);
+  entry.at_ms = result.number(row, 1);
+  entry.user = unhex(result.text(row, 2));
+  entry.host = unhex(result.text(row, 3));
+  entry.pid = result.number(row, 4);
+  entry.note = unhex(result.text(row, 5));
+  entry.key = unhex(result.text(row, 6));
+  entry.owner = result.text(row, 7);
+  entry.token = token_of(result, row, 8);
+  entry.owner_host = unhex(result.text(row, 9));
+  entry.owner_pid = result.number(row, 10);
+  entry.owner_name = unhex(result.text(row, 11));
+  return entry;
+}
+
+GrantReply grant_of(const PgResult& result) {
+  GrantReply reply;
+  if (result.status != Status::kOk) {
+    reply.error = result.error;
+    reply.outcome_unknown = result.status == Status::kUnknown;
+    return reply;
+  }
+  reply.kind = GrantReply::Kind::kBusy;  // no row: busy, holder unknown
+  if (result.rows() == 0) return reply;
+  switch (result.number(0, 0)) {
+    case 1:
+      reply.kind = GrantReply::Kind::kAcquired;
+      reply.token = token_of(result, 0, 1);
+      reply.ttl = Millis{result.number(0, 2)};
+      break;
+    case 0:
+      reply.last_token = token_of(result, 0, 1);
+      reply.ttl = Millis{result.number(0, 2)};
+      break;
+    default:
+      reply.kind = GrantReply::Kind::kUnavailable;
+      reply.error = "the database answered after the command timeout; nothing was taken";
+  }
+  return reply;
+}
+
+ReleaseOutcome release_outcome_of(const PgResult& result) {
+  if (result.status != Status::kOk || result.rows() != 1) return ReleaseOutcome::kUnavailable;
+  switch (result.number(0, 0)) {
+    case 0: return ReleaseOutcome::kReleased;
+    case 1: return ReleaseOutcome::kKept;
+    case 3: return ReleaseOutcome::kTaken;
+    default: return ReleaseOutcome::kGone;
+  }
+}
+
+bool arrived_late(const PgResult& result) {
+  return result.status == Status::kOk && result.rows() == 1 && result.number(0, 0) == -1;
+}
+
+// The first 128 bits of the key's SHA-256, in hex: notification payloads have a size limit
+// and keys do not.
+std::string key_digest(std::string_view key) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  if (EVP_Digest(key.data(), key.size(), digest, &size, EVP_sha256(), nullptr) != 1) size = 0;
+  return hex(std::string_view(reinterpret_cast<const char*>(digest), std::min(size, 16U)));
+}
+
+class PostgresBackend final : public Backend, public RunStore, public AdminBackend {
+ public:
+  PostgresBackend(BackendConfig config, std::string service, std::shared_ptr<Metrics> metrics)
+      : config_(std::move(config)),
+        service_(std::move(service)),
+        statements_(std::make_shared<PgStatements>(config_.table)),
+        pool_(std::make_shared<PgPool>(config_, statements_)),
+        listener_(config_, statements_, std::move(metrics)),
+        host_(hex(host_name())),
+        pid_(number_text(process_id())) {}
+
+  GrantReply acquire(const GrantRequest& request) override;
+  void renew(std::vector<RenewItem>& items) override;
+  ReleaseOutcome release(const Key& key, std::string_view owner,
+                         Millis keep_for) noexcept override;
+  bool release_later(const Key& key, std::string_view owner, Millis keep_for,
+                     std::function<void(ReleaseOutcome)> done) noexcept override;
+  std::unique_ptr<ReleaseWatch> watch(const Key& key) override {
+    return listener_.watch(payload_of(key.str()));
+  }
+  [[nodiscard]] const BackendConfig& config() const override { return config_; }
+
+  std::vector<LockInfo> list(std::string_view pattern) override;
+  std::optional<LockInfo> inspect(const Key& key) override;
+  std::optional<LockInfo> force_release(const Key& key, const AuditEntry& who) override;
+  std::vector<AuditEntry> history(std::size_t limit) override;
+
+  std::int64_t server_time_ms() override {
+    return checked(call(PgStatement::kServerTime, Params{}, deadline())).number(0, 0) / 1000;
+  }
+  RunClaimReply claim_run(const Key& key, const RunRecord& mine, Millis keep) override;
+  bool finish_run(const Key& key, std::string_view owner,
+                  std::string_view outcome) noexcept override;
+  std::vector<RunRecord> list_runs(std::string_view pattern) override;
+
+ private:
+  using Build = std::function<Params(PgConnection&)>;
+
+  [[nodiscard]] Clock::time_point deadline() const {
+    return later(Clock::now(), config_.command_timeout);
+  }
+  /// How long a waiter stays noted after a busy answer: it tries again at least every
+  /// poll_interval (jittered), so four of them, and never under a second.
+  [[nodiscard]] Millis waiter_noted_for() const {
+    return std::max(Millis{1000}, 4 * config_.poll_interval);
+  }
+  [[nodiscard]] std::string payload_of(std::string_view key) const {
+    return service_ + ' ' + key_digest(key);
+  }
+  PgResult call(PgStatement statement, const Build& build, Clock::time_point deadline,
+                PgPool::Lane lane = PgPool::Lane::kShared);
+  PgResult call(PgStatement statement, Params params, Clock::time_point deadline,
+                PgPool::Lane lane = PgPool::Lane::kShared) {
+    return call(
+        statement, [&](PgConnection&) { return params; }, deadline, lane);
+  }
+  [[nodiscard]] Params release_params(const Key& key, std::string_view owner,
+                                      Millis keep_for) const;
+  /// `result` if the statement ran; else throws BackendUnavailable.
+  PgResult checked(PgResult result) const;
+  bool ensure_schema(PgConnection& conn, Clock::time_point deadline, std::string& error);
+  void sweep_now_and_then() noexcept;
+  void post_sweep();
+
+  BackendConfig config_;
+  std::string service_;
+  std::shared_ptr<const PgStatements> statements_;
+  std::shared_ptr<PgPool> pool_;
+  PgListener listener_;
+  std::string host_;
+  std::string pid_;
+  std::mutex schema_mutex_;
+  std::atomic<bool> schema_ready_{false};
+  std::atomic<Clock::rep> next_sweep_{0};
+};
+
+PgResult PostgresBackend::call(PgStatement statement, const Build& build,
+                               Clock::time_point deadline, PgPool::Lane lane) {
+  for (int attempt = 0;; ++attempt) {
+    std::string error;
+    PgPool::Handle conn = pool_->take(deadline, error, lane);
+    if (!conn) return {Status::kRefused, "cannot reach the database: " + error};
+    if (!schema_ready_.load() && !ensure_schema(*conn, deadline, error)) {
+      return {Status::kRefused, error};
+    }
+    PgResult result = conn->run(statement, build(*conn), deadline);
+    // The table was dropped behind dlock's back: create it again, once.
+    if (result.status == Status::kRefused && result.sqlstate == "42P01" && attempt == 0) {
+      schema_ready_ = false;
+      continue;
+    }
+    return result;
+  }
+}
+
+PgResult PostgresBackend::checked(PgResult result) const {
+  if (result.status != Status::kOk) {
+    throw BackendUnavailable(fmt::format("backend {}: {}", config_.name, result.error));
+  }
+  return result;
+}
+
+bool PostgresBackend::ensure_schema(PgConnection& conn, Clock::time_point deadline,
+                                    std::string& error) {
+  std::lock_guard lock(schema_mutex_);
+  if (schema_ready_) return true;
+  // Checked first: creating needs the CREATE privilege, using an existing table does not.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    PgResult exists = conn.run_text(statements_->exists(), deadline);
+    if (exists.status == Status::kOk && exists.text(0, 0) == "t") {
+      schema_ready_ = true;
+      return true;
+    }
+    PgResult created = conn.run_text(statements_->schema(), deadline);
+    if (created.status == Status::kOk) {
+      schema_ready_ = true;
+      return true;
+    }
+    // 23505/42P07: another process created it at the same moment; look again.
+    if (created.sqlstate != "23505" && created.sqlstate != "42P07") {
+      error = fmt::format("cannot create the lock table {}: {}", statements_->table(),
+                          created.error);
+      return false;
+    }
+  }
+  error = fmt::format("the lock table {} could not be created", statements_->table());
+  return false;
+}
+
+GrantReply PostgresBackend::acquire(const GrantRequest& request) {
+  const auto until = std::min(request.give_up_at, deadline());
+  bool resync = false;
+  const Build build = [&](PgConnection& conn) {
+    if (resync) conn.resync_clock(until);
+    const std::int64_t not_after = request.give_up_at == Clock::time_point::max()
+                                       ? 0
+                                       : conn.server_time_us(request.give_up_at);
+    return Params{service_,        hex(request.key.str()),  std::string(request.owner),
+                  number_text(request.lease.count()), number_text(not_after),
+                  host_,           pid_,                    number_text(thread_id()),
+                  hex(request.name), statements_->channel(), payload_of(request.key.str()),
+                  number_text(request.waiting ? waiter_noted_for().count() : 0)};
+  };
+  PgResult result = call(PgStatement::kAcquire, build, until);
+  // Late by the connection's estimate of the server's clock, not by ours: read the clock
+  // again and ask once more.
+  if (arrived_late(result) && Clock::now() < request.give_up_at) {
+    resync = true;
+    result = call(PgStatement::kAcquire, build, until);
+  }
+  return grant_of(result);
+}
+
+void PostgresBackend::renew(std::vector<RenewItem>& items) {
+  if (items.empty()) return;
+  Params keys, owners, ttls, tokens;
+  auto until = deadline();
+  for (const RenewItem& item : items) {
+    keys.push_back(hex(item.key->str()));
+    owners.emplace_back(item.owner);
+    ttls.push_back(number_text(item.ttl.count()));
+    tokens.push_back(number_text(static_cast<std::int64_t>(
+        std::min<std::uint64_t>(item.token, std::numeric_limits<std::int64_t>::max()))));
+    // An answer after a lease's validity comes too late for it; the others wait no less.
+    if (item.valid_until != Clock::time_point::max()) {
+      until = std::min(until, std::max(item.valid_until - Millis{25}, later(Clock::now(), Millis{50})));
+    }
+  }
+  for (auto& item : items) item.outcome = RenewOutcome::kUnavailable;
+  const PgResult result = call(PgStatement::kRenew,
+                               Params{service_, array_of(keys), array_of(owners),
+                                      array_of(ttls), array_of(tokens)},
+                               until, PgPool::Lane::kRenewal);
+  if (result.status != Status::kOk) return;
+  for (int row = 0; row < result.rows(); ++row) {
+    const auto index = static_cast<std::size_t>(result.number(row, 0) - 1);
+    if (index >= items.size()) continue;
+    const auto code = result.number(row, 1);
+    items[index].outcome = code == 0   ? RenewOutcome::kRenewed
+                           : code == 2 ? RenewOutcome::kTaken
+                                       : RenewOutcome::kGone;
+  }
+}
+
+Params PostgresBackend::release_params(const Key& key, std::string_view owner,
+                                       Millis keep_for) const {
+  return Params{service_, hex(key.str()), std::string(owner), number_text(keep_for.count()),
+                statements_->channel(), payload_of(key.str())};
+}
+
+ReleaseOutcome PostgresBackend::release(const Key& key, std::string_view owner,
+                                        Millis keep_for) noexcept {
+  try {
+    const PgResult result =
+        call(PgStatement::kRelease, release_params(key, owner, keep_for), deadline());
+    if (result.status == Status::kOk) sweep_now_and_then();
+    return release_outcome_of(result);
+  } catch (...) {
+    return ReleaseOutcome::kUnavailable;
+  }
+}
+
+bool PostgresBackend::release_later(const Key& key, std::string_view owner, Millis keep_for,
+                                    std::function<void(ReleaseOutcome)> done) noexcept {
+  try {
+    sweep_now_and_then();
+    return pool_->send_detached(
+        PgStatement::kRelease, release_params(key, owner, keep_for), deadline(),
+        [done = std::move(done)](PgResult result) { done(release_outcome_of(result)); });
+  } catch (...) {
+    return false;  // nothing was sent, or the release is owner-checked and may go again
+  }
+}
+
+void PostgresBackend::sweep_now_and_then() noexcept {
+  const auto now = Clock::now();
+  auto due = next_sweep_.load();
+  if (now.time_since_epoch().count() < due) return;
+  const auto next = later(now, kSweepEvery).time_since_epoch().count();
+  if (!next_sweep_.compare_exchange_strong(due, next)) return;  // another thread sweeps
+  // On the settler's thread: no caller waits for it. The pool outlives the job.
+  try {
+    post_sweep();
+  } catch (...) {  // out of memory: the next sweep is due in kSweepEvery
+  }
+}
+
+void PostgresBackend::post_sweep() {
+  settler::post([pool = pool_, timeout = config_.command_timeout, name = config_.name] {
+    std::string error;
+    const auto until = later(Clock::now(), timeout);
+    PgPool::Handle conn = pool->take(until, error);
+    if (conn) {
+      const PgResult swept = conn->run(PgStatement::kSweep, Params{}, until);
+      if (swept.status != Status::kOk) error = swept.error;
+    }
+    if (!error.empty()) log(LogLevel::kDebug, "backend {}: sweeping old rows: {}", name, error);
+  });
+}
+
+std::vector<LockInfo> PostgresBackend::list(std::string_view pattern) {
+  const PgResult result = checked(call(PgStatement::kList, Params{service_}, deadline()));
+  std::vector<LockInfo> out;
+  for (int row = 0; row < result.rows(); ++row) {
+    LockInfo info = lock_info(result, row);
+    if (glob_match(pattern, info.key)) out.push_back(std::move(info));
+  }
+  return out;
+}
+
+std::optional<LockInfo> PostgresBackend::inspect(const Key& key) {
+  const PgResult& result =
+      checked(call(PgStatement::kInspect, Params{service_, hex(key.str())}, deadline()));
+  if (result.rows() == 0) return std::nullopt;
+  return lock_info(result, 0);
+}
+
+std::optional<LockInfo> PostgresBackend::force_release(const Key& key, const AuditEntry& who) {
+  const PgResult result = checked(call(
+      PgStatement::kForceRelease,
+      Params{service_, hex(key.str()), statements_->channel(), payload_of(key.str()), who.id,
+             hex(who.user), hex(who.host), number_text(who.pid), hex(who.note)},
+      deadline()));
+  if (result.rows() == 0) return std::nullopt;
+  LockInfo removed = lock_info(result, 0);
+  log(LogLevel::kWarn,
+      "forced release: backend={} key={} owner={} token={} by {}@{} pid {} note=\"{}\"",
+      config_.name, printable(removed.key), removed.owner, removed.token, who.user, who.host,
+      who.pid, printable(who.note));
+  return removed;
+}
+
+std::vector<AuditEntry> PostgresBackend::history(std::size_t limit) {
+  const auto most = std::min<std::size_t>(limit, std::numeric_limits<std::int64_t>::max());
+  const PgResult result = checked(call(
+      PgStatement::kHistory,
+      Params{service_, number_text(static_cast<std::int64_t>(most))}, deadline()));
+  std::vector<AuditEntry> out;
+  for (int row = 0; row < result.rows(); ++row) out.push_back(audit_entry(result, row));
+  return out;
+}
+
+RunClaimReply PostgresBackend::claim_run(const Key& key, const RunRecord& mine, Millis keep) {
+  const PgResult result = checked(call(
+      PgStatement::kClaimRun,
+      Params{service_, hex(key.str()), mine.owner, number_text(std::max(keep, Millis{1}).count()),
+             hex(mine.label), hex(mine.host), number_text(mine.pid),
+             number_text(static_cast<std::int64_t>(mine.token))},
+      deadline()));
+  if (result.rows() == 0) return {ClaimStatus::kNotHeld, {}};
+  const bool claimed = result.number(0, 0) == 1;
+  return {claimed ? ClaimStatus::kClaimed : ClaimStatus::kAlreadyRan, run_record(result, 0, 1)};
+}
+
+bool PostgresBackend::finish_run(const Key& key, std::string_view owner,
+                                 std::string_view outcome) noexcept {
+  try {
+    const PgResult result =
+        call(PgStatement::kFinishRun,
+             Params{service_, hex(key.str()), std::string(owner), hex(outcome)}, deadline());
+    return result.status == Status::kOk && result.rows() == 1;
+  } catch (...) {
+    return false;
+  }
+}
+
+std::vector<RunRecord> PostgresBackend::list_runs(std::string_view pattern) {
+  const PgResult result = checked(call(PgStatement::kListRuns, Params{service_}, deadline()));
+  std::vector<RunRecord> out;
+  for (int row = 0; row < result.rows(); ++row) {
+    RunRecord record = run_record(result, row, 0);
+    if (glob_match(pattern, record.key)) out.push_back(std::move(record));
+  }
+  return out;
+}
+
+}  // namespace
+
+Engine make_postgres_backend(const BackendConfig& config, const std::string& service,
+                             std::shared_ptr<Metrics> metrics) {
+  if (config.dsn.empty()) {
+    throw ConfigError(fmt::format("backends.{}: a postgres backend needs dsn", config.name));
+  }
+  if (!PgStatements::valid_table(config.table)) {
+    throw ConfigError(fmt::format(
+        "backends.{}.table: '{}' is not a table name like dlock_locks or app.dlock_locks",
+        config.name, printable(config.table)));
+  }
+  return Engine::of(std::make_shared<PostgresBackend>(config, service, std::move(metrics)));
+}
+
+}  // namespace dlock::internal

@@ -1,0 +1,303 @@
+// The PostgreSQL backend against a real server started once for this program: what the
+// contract suite cannot show (the table, stored bytes, the database's faults). Each test
+// keeps to its own service namespace, or its own database where it changes the schema.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+#include <libpq-fe.h>
+#include <poll.h>
+
+#include <atomic>
+#include <thread>
+
+#include "dlock/admin.hpp"
+#include "dlock/dlock.hpp"
+#include "fixtures.hpp"
+#include "postgres_server.hpp"
+
+namespace dlock::test {
+namespace {
+
+PostgresServer& server() {
+  static PostgresServer& s = *[] {
+    static PostgresServer started;
+    started.start();
+    return &started;
+  }();
+  return s;
+}
+
+Config config_for(const std::string& dsn, const std::string& table = "dlock_locks") {
+  Config c;
+  c.service = unique_service();
+  BackendConfig b;
+  b.name = "default";
+  b.topology = Topology::kPostgres;
+  b.dsn = dsn;
+  b.table = table;
+  b.connect_timeout = 500ms;
+  b.command_timeout = 500ms;
+  c.backends["default"] = b;
+  return c;
+}
+
+Config config() { return config_for(server().dsn()); }
+
+long long ms_since(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+TEST(Postgres, TheTablesAreCreatedInAFreshDatabaseAndInASchema) {
+  server().create_database("fresh");
+  server().exec("CREATE SCHEMA app", "fresh");
+  for (const std::string table : {"dlock_locks", "app.locks"}) {
+    Client client(config_for(server().dsn("fresh"), table));
+    Lease lease = client.acquire("k", settings(10s));
+    ASSERT_TRUE(lease) << table << ": " << lease.error();
+    EXPECT_EQ(lease.release(), ReleaseStatus::kReleased);
+  }
+  const PostgresRows tables = server().exec(
+      "SELECT table_schema || '.' || table_name FROM information_schema.tables "
+      "WHERE table_name LIKE '%lock%' AND table_schema IN ('public', 'app') ORDER BY 1",
+      "fresh");
+  std::vector<std::string> names;
+  for (const auto& row : tables) names.push_back(row.at(0));
+  EXPECT_EQ(names, (std::vector<std::string>{"app.locks", "app.locks_audit", "app.locks_runs",
+                                             "public.dlock_locks", "public.dlock_locks_audit",
+                                             "public.dlock_locks_runs"}));
+}
+
+TEST(Postgres, AnExistingTableIsUsedByARoleThatMayNotCreateTables) {
+  server().create_database("locked_down");
+  Client(config_for(server().dsn("locked_down"))).acquire("warm", settings(10s)).release();
+  server().exec(
+      "CREATE ROLE app LOGIN; REVOKE CREATE ON SCHEMA public FROM PUBLIC; "
+      "GRANT SELECT, INSERT, UPDATE, DELETE ON dlock_locks, dlock_locks_runs, dlock_locks_audit "
+      "TO app; GRANT USAGE ON SEQUENCE dlock_locks_audit_seq_seq TO app",
+      "locked_down");
+  const std::string dsn =
+      fmt::format("postgresql://app@127.0.0.1:{}/locked_down", server().port());
+  Lease lease = Client(config_for(dsn)).acquire("k", settings(10s));
+  EXPECT_TRUE(lease) << lease.error();
+  // Where the table is missing and cannot be made, the error says so.
+  Lease refused = Client(config_for(dsn, "other_locks")).try_acquire("k", settings(10s));
+  EXPECT_EQ(refused.status(), AcquireStatus::kUnavailable);
+  EXPECT_NE(refused.error().find("cannot create the lock table \"other_locks\""),
+            std::string::npos)
+      << refused.error();
+}
+
+TEST(Postgres, AnyKeyBytesAreStoredAsGivenAndWakeTheirOwnWaiters) {
+  Client a(config()), b(config());
+  const std::string keys[] = {std::string("nul\0byte", 8), "\xff\xfe not utf-8", "",
+                              std::string(20000, 'x'), "quote\"back\\slash"};
+  for (const std::string& key : keys) {
+    Lease held = a.acquire(key, settings(10s));
+    ASSERT_TRUE(held) << held.error();
+    EXPECT_EQ(b.try_acquire(key, settings(10s)).status(), AcquireStatus::kBusy);
+    std::thread release([&] {
+      std::this_thread::sleep_for(100ms);
+      held.release();
+    });
+    const auto start = Clock::now();
+    Lease next = b.acquire(key, settings(10s, 5s));
+    release.join();
+    EXPECT_TRUE(next) << next.error();
+    // Woken by the notification, not by the 250 ms poll.
+    EXPECT_LT(ms_since(start), 100 + 200);
+    const auto info = Admin(a).inspect(key);
+    ASSERT_TRUE(info.has_value());
+    EXPECT_EQ(info->key, key);
+    EXPECT_EQ(info->token, next.token());
+  }
+}
+
+// A raw connection LISTENing on the lock table's channel, counting what it hears.
+class Listener {
+ public:
+  Listener() : conn_(PQconnectdb(server().dsn().c_str())) {
+    PQclear(PQexec(conn_, "LISTEN dlock_locks"));
+  }
+  ~Listener() { PQfinish(conn_); }
+  Listener(const Listener&) = delete;
+  Listener& operator=(const Listener&) = delete;
+  /// Notifications heard within `window`.
+  int heard(std::chrono::milliseconds window) {
+    int count = 0;
+    const auto until = Clock::now() + window;
+    while (Clock::now() < until) {
+      pollfd p{PQsocket(conn_), POLLIN, 0};
+      ::poll(&p, 1, 10);
+      PQconsumeInput(conn_);
+      while (PGnotify* note = PQnotifies(conn_)) {
+        ++count;
+        PQfreemem(note);
+      }
+    }
+    return count;
+  }
+
+ private:
+  PGconn* conn_;
+};
+
+TEST(Postgres, AReleaseNotifiesOnlyWhileSomeoneWaits) {
+  Listener listener;
+  Client a(config()), b(config());
+  for (int i = 0; i < 3; ++i) a.acquire("quiet", settings(10s)).release();
+  EXPECT_EQ(listener.heard(300ms), 0) << "nobody waited";
+  Lease held = a.acquire("busy", settings(10s));
+  ASSERT_TRUE(held);
+  Lease got;
+  std::thread waiter([&] { got = b.acquire("busy", settings(10s, 5s)); });
+  ASSERT_TRUE(wait_until([&] { return b.metrics().waits == 1; }, 2s, 5ms));
+  std::this_thread::sleep_for(100ms);  // the waiter's try after its watch is armed
+  held.release();
+  waiter.join();
+  EXPECT_TRUE(got);
+  EXPECT_EQ(listener.heard(300ms), 1);
+}
+
+TEST(Postgres, TokensKeepIncreasingWhenTheRowsAreGone) {
+  Client a(config());
+  Lease first = a.acquire("swept", settings(10s));
+  ASSERT_TRUE(first);
+  const std::uint64_t token = first.token();
+  ASSERT_EQ(first.release(), ReleaseStatus::kReleased);
+  server().exec(fmt::format("DELETE FROM dlock_locks WHERE service = '{}'", unique_service()));
+  Lease second = a.acquire("swept", settings(10s));
+  ASSERT_TRUE(second);
+  EXPECT_GT(second.token(), token);
+}
+
+TEST(Postgres, RowsFreeForAWeekAndRunRecordsPastTheirTimeAreSwept) {
+  server().create_database("swept");
+  const std::string dsn = server().dsn("swept");
+  Client(config_for(dsn)).acquire("create", settings(10s)).release();
+  server().exec(
+      "INSERT INTO dlock_locks (service, key, owner, token, expires_at) VALUES "
+      "('s', 'old', NULL, 1, now() - interval '8 days'), "
+      "('s', 'recent', NULL, 2, now() - interval '6 days'), "
+      "('s', 'dead holder', 'x', 3, now() - interval '8 days');"
+      "INSERT INTO dlock_locks_runs (service, key, owner, token, name, label, host, pid, "
+      "started_at, outcome, expires_at) VALUES ('s', 'run', 'x', 1, '', '', '', 1, now(), 'ok', "
+      "now() - interval '1 second')",
+      "swept");
+  // A new client's first release sweeps (then every 10 minutes), in the background.
+  Client(config_for(dsn)).acquire("k", settings(10s)).release();
+  EXPECT_TRUE(wait_until(
+      [&] {
+        return server().exec("SELECT count(*) FROM dlock_locks_runs", "swept")[0][0] == "0";
+      },
+      2s));
+  const PostgresRows left =
+      server().exec("SELECT convert_from(key, 'UTF8') FROM dlock_locks WHERE service = 's'", "swept");
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0][0], "recent");
+}
+
+TEST(Postgres, ARowDeletedUnderAHolderIsALossTheWatchdogReports) {
+  Client a(config());
+  Lease lease = a.acquire("vanishing", settings(600ms));
+  ASSERT_TRUE(lease);
+  server().exec(fmt::format("DELETE FROM dlock_locks WHERE service = '{}'", unique_service()));
+  EXPECT_TRUE(wait_until([&] { return lease.lost(); }, 2s, 10ms));
+  EXPECT_EQ(lease.release(), ReleaseStatus::kLost);
+}
+
+TEST(Postgres, AStoppedServerCostsACallItsTimeoutAndNothingMore) {
+  Client a(config());
+  Lease held = a.acquire("stalled", settings(10s));
+  ASSERT_TRUE(held);
+  server().pause();
+  auto start = Clock::now();
+  Lease refused = a.try_acquire("other", settings(10s));
+  const auto acquire_ms = ms_since(start);
+  start = Clock::now();
+  const ReleaseStatus released = held.release();
+  const auto release_ms = ms_since(start);
+  server().resume();
+  EXPECT_EQ(refused.status(), AcquireStatus::kUnavailable);
+  EXPECT_LE(acquire_ms, 500 + 300);
+  EXPECT_NE(released, ReleaseStatus::kReleased);
+  EXPECT_LE(release_ms, 500 + 300);
+  // Back: the pool drops the connections that timed out and opens new ones.
+  EXPECT_TRUE(wait_until([&] { return bool(a.try_acquire("after", settings(10s))); }, 5s, 50ms));
+}
+
+TEST(Postgres, AfterARestartPooledConnectionsAreReplacedAndWaitersAreStillWoken) {
+  Config c = config();
+  c.backends["default"].poll_interval = 5s;  // a wake-up must come from a notification
+  Client a(c), b(c);
+  Lease before = a.acquire("before", settings(10s));
+  ASSERT_TRUE(before);
+  // b waits once, so that its listener runs when the server goes down.
+  EXPECT_EQ(b.acquire("before", settings(10s, 100ms)).status(), AcquireStatus::kBusy);
+  server().restart();
+  Lease held = a.acquire("restart", settings(10s));
+  ASSERT_TRUE(held) << held.error();
+  std::atomic<bool> got{false};
+  std::thread waiter([&] { got = bool(b.acquire("restart", settings(10s, 8s))); });
+  // The waiter's listener reconnects after the restart; once it listens, a release wakes it.
+  ASSERT_TRUE(wait_until([&] { return b.metrics().waits == 2; }, 2s, 5ms));
+  std::this_thread::sleep_for(1500ms);
+  const auto released = Clock::now();
+  held.release();
+  waiter.join();
+  EXPECT_TRUE(got);
+  EXPECT_LT(ms_since(released), 1000);
+}
+
+TEST(Postgres, AForcedReleaseIsAuditedAndWakesTheWaiter) {
+  Config c = config();
+  c.backends["default"].poll_interval = 5s;
+  Client a(c), b(c);
+  Lease held = a.acquire("stuck", settings(900ms));  // renewed every 300 ms
+  ASSERT_TRUE(held);
+  std::atomic<bool> got{false};
+  std::thread waiter([&] { got = bool(b.acquire("stuck", settings(10s, 4s))); });
+  ASSERT_TRUE(wait_until([&] { return b.metrics().waits == 1; }, 2s, 5ms));
+  const auto removed = Admin(b).force_release("stuck", "holder hung");
+  const auto forced = Clock::now();
+  waiter.join();
+  EXPECT_TRUE(got);
+  EXPECT_LT(ms_since(forced), 1000);
+  ASSERT_TRUE(removed.has_value());
+  EXPECT_EQ(removed->token, held.token());
+  const auto history = Admin(b).history(10);
+  ASSERT_EQ(history.size(), 1u);
+  EXPECT_EQ(history[0].key, "stuck");
+  EXPECT_EQ(history[0].note, "holder hung");
+  EXPECT_EQ(history[0].token, held.token());
+  EXPECT_TRUE(wait_until([&] { return held.lost(); }, 2s, 10ms));
+}
+
+TEST(Postgres, AYamlFileWithOnlyTheBackendChangedRunsTheSameCode) {
+  YamlFile file(fmt::format(R"(service: {}
+backends:
+  default:
+    topology: postgres
+    dsn: "{}"
+    table: yaml_locks
+)",
+                            unique_service(), server().dsn()));
+  Client client(load_config(file.path()));
+  Lease lease = client.acquire("k", settings(10s));
+  ASSERT_TRUE(lease) << lease.error();
+  EXPECT_EQ(server().exec("SELECT count(*) FROM yaml_locks WHERE owner IS NOT NULL").at(0).at(0),
+            "1");
+}
+
+TEST(Postgres, AnUnreachableDatabaseIsAClearErrorWithinTheConnectTimeout) {
+  const int port = free_loopback_port();
+  Client client(config_for(fmt::format("postgresql://dlock@127.0.0.1:{}/postgres", port)));
+  const auto start = Clock::now();
+  Lease refused = client.try_acquire("k", settings(10s));
+  EXPECT_EQ(refused.status(), AcquireStatus::kUnavailable);
+  EXPECT_LE(ms_since(start), 500 + 300);
+  EXPECT_NE(refused.error().find("cannot reach the database"), std::string::npos)
+      << refused.error();
+}
+
+}  // namespace
+}  // namespace dlock::test
