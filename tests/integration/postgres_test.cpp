@@ -288,6 +288,34 @@ backends:
             "1");
 }
 
+TEST(Postgres, DlockctlListsInspectsAndForceReleasesLocksInTheTable) {
+  YamlFile file(fmt::format(R"(service: {}
+backends:
+  default:
+    topology: postgres
+    dsn: "{}"
+)",
+                            unique_service(), server().dsn()));
+  const auto ctl = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {DLOCK_CTL, "--config", file.path()});
+    return run_command(args, 15s);
+  };
+  Client client(load_config(file.path()));
+  Lease held = client.acquire("order:7", settings(10s));
+  ASSERT_TRUE(held);
+  EXPECT_EQ(ctl({"check-config"}).status, 0);
+  const CommandResult list = ctl({"list", "order:*"});
+  EXPECT_EQ(list.status, 0);
+  EXPECT_NE(list.output.find("order:7"), std::string::npos) << list.output;
+  const CommandResult inspect = ctl({"--json", "inspect", "order:7"});
+  EXPECT_EQ(inspect.status, 0);
+  EXPECT_NE(inspect.output.find(std::to_string(held.token())), std::string::npos) << inspect.output;
+  EXPECT_EQ(ctl({"release", "order:7", "--force", "--note", "stuck"}).status, 0);
+  EXPECT_EQ(ctl({"inspect", "order:7"}).status, 1);
+  const CommandResult history = ctl({"history"});
+  EXPECT_NE(history.output.find("stuck"), std::string::npos) << history.output;
+}
+
 TEST(Postgres, AnUnreachableDatabaseIsAClearErrorWithinTheConnectTimeout) {
   const int port = free_loopback_port();
   Client client(config_for(fmt::format("postgresql://dlock@127.0.0.1:{}/postgres", port)));
