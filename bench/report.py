@@ -240,6 +240,28 @@ def figure8(results, table):
                   f"{tls_ping / plain_ping:.2f}×", "(the floor of the ratio above)", "")
 
 
+def figure12(results, table):
+    times = benchmark_us(results, "figure12.json")
+    if not times or "BM_PostgresCycle" not in times or "BM_RawFloor" not in times:
+        table.missing("12 postgres cycle", "failed (see figure12.txt)")
+    else:
+        cycle, floor = times["BM_PostgresCycle"], times["BM_RawFloor"]
+        table.add("12 postgres cycle", us(cycle), f"raw floor (INSERT ON CONFLICT + DELETE) {us(floor)}",
+                  f"{cycle / floor:.2f}×", "≤ 1.3×", verdict(cycle / floor <= 1.3))
+        raw = times.get("BM_RawDlockStatements")
+        if raw is not None:
+            table.add("12 dlock's statements, raw libpq", us(raw), f"raw floor {us(floor)}",
+                      f"{raw / floor:.2f}×", "(for comparison)", "")
+    r = result_line(read(results, "figure12-handoff.txt"), "postgres_handoff")
+    if r is None:
+        table.missing("12 postgres handoff", "failed or not run")
+        return
+    median, floor = float(r["median_us"]), float(r["floor_median_us"])
+    table.add("12 postgres handoff median", us(median), f"raw LISTEN/NOTIFY floor {us(floor)}",
+              f"{float(r['floor_ratio']):.2f}× (blocks in turn)", "≤ 1.3×",
+              verdict(float(r["floor_ratio"]) <= 1.3))
+
+
 def main():
     if len(sys.argv) != 2 or not os.path.isdir(sys.argv[1]):
         print("usage: report.py RESULTS_DIR", file=sys.stderr)
@@ -258,6 +280,7 @@ def main():
     figure6(results, table)
     figure7(results, table, cycle, handoff)
     figure8(results, table)
+    figure12(results, table)
     table.print()
     return 0
 

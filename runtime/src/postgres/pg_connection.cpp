@@ -17,23 +17,33 @@ std::int64_t steady_us(Clock::time_point when) {
   return std::chrono::duration_cast<std::chrono::microseconds>(when.time_since_epoch()).count();
 }
 
+// libpq's message on one line: its line breaks and tabs become single spaces.
 std::string trimmed(const char* text) {
-  std::string out = text == nullptr ? "" : text;
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  std::string out;
+  for (const char* c = text == nullptr ? "" : text; *c != '\0'; ++c) {
+    const bool space = *c == '\n' || *c == '\t' || *c == ' ';
+    if (!space) {
+      out += *c;
+    } else if (!out.empty() && out.back() != ' ') {
+      out += ' ';
+    }
+  }
+  if (!out.empty() && out.back() == ' ') out.pop_back();
   return out;
 }
 
-// Waits until `fd` is readable (or writable, with `write`) or `deadline` passes.
+// Waits until `fd` is readable (or writable, with `write`) or `deadline` passes. Past the
+// deadline it still looks once: an answer already there is read, not declared lost.
 bool wait_for(int fd, bool write, Clock::time_point deadline) {
   if (fd < 0) return false;
   for (;;) {
     const auto left = deadline - Clock::now();
-    if (left <= Clock::duration::zero()) return false;
-    const auto ms = std::min<long long>(std::chrono::ceil<Millis>(left).count(), 60'000);
+    const auto ms = std::clamp<long long>(std::chrono::ceil<Millis>(left).count(), 0, 60'000);
     pollfd p{fd, static_cast<short>(write ? (POLLOUT | POLLIN) : POLLIN), 0};
     const int ready = ::poll(&p, 1, static_cast<int>(ms));
     if (ready > 0) return true;
     if (ready < 0 && errno != EINTR) return false;
+    if (ready == 0 && ms == 0) return false;
   }
 }
 
@@ -152,9 +162,16 @@ bool PgConnection::set_up(const BackendConfig& config, Clock::time_point deadlin
   const long long ms = std::max<long long>(config.command_timeout.count(), 1);
   // dlock's statements look rows up by their primary key: one generic plan serves every
   // call, where custom plans would be planned again and again.
+  // The session is pinned to what the statements assume, whatever the database's or the
+  // role's defaults: read committed (ON CONFLICT waits for and re-reads a row another
+  // transaction holds; repeatable read would fail the loser with a serialization error),
+  // writable, and functions and operators from pg_catalog only (every table is qualified).
   PgResult set = run_text(fmt::format("SET statement_timeout = {0}; SET lock_timeout = {0}; "
                                       "SET idle_in_transaction_session_timeout = {0}; "
-                                      "SET plan_cache_mode = force_generic_plan",
+                                      "SET plan_cache_mode = force_generic_plan; "
+                                      "SET default_transaction_isolation = 'read committed'; "
+                                      "SET default_transaction_read_only = off; "
+                                      "SET search_path = pg_catalog, pg_temp",
                                       ms),
                           deadline);
   if (set.status != PgResult::Status::kOk) {
@@ -174,6 +191,7 @@ bool PgConnection::resync_clock(Clock::time_point deadline) {
   const auto after = Clock::now();
   if (now.status != PgResult::Status::kOk || now.rows() != 1) return false;
   clock_offset_us_ = now.number(0, 0) - (steady_us(before) + steady_us(after)) / 2;
+  clock_read_at_ = after;
   return true;
 }
 

@@ -87,6 +87,8 @@ class PgConnection {
   [[nodiscard]] std::int64_t server_time_us(Clock::time_point when) const;
   /// Reads the server's clock again; false if that failed (the connection is then broken).
   bool resync_clock(Clock::time_point deadline);
+  /// When the server's clock was last read.
+  [[nodiscard]] Clock::time_point clock_read_at() const { return clock_read_at_; }
   /// Whether it can still be used: not broken, and no unread input (a server that ended the
   /// session while the connection sat idle has sent a termination message).
   [[nodiscard]] bool healthy();
@@ -111,6 +113,7 @@ class PgConnection {
   const PgStatements& statements_;
   std::vector<bool> prepared_;
   std::int64_t clock_offset_us_ = 0;  ///< server µs - steady µs
+  Clock::time_point clock_read_at_;
   bool broken_ = false;
 };
 
@@ -155,13 +158,17 @@ class PgPool final : public Settleable, public std::enable_shared_from_this<PgPo
     Lane lane_ = Lane::kShared;
   };
 
-  /// A healthy idle connection, or a new one while fewer than pool_size exist, or the next
-  /// one given back before `deadline`. An empty handle comes with `error` set. A thread
-  /// with an answer owed gets that connection once the answer is read.
-  Handle take(Clock::time_point deadline, std::string& error, Lane lane = Lane::kShared);
+  /// A healthy idle connection, or a new one while fewer than pool_size exist, or (with
+  /// `wait`) the next one given back before `deadline`. An empty handle comes with `error`
+  /// set. A thread with an answer owed gets that connection once the answer is read.
+  Handle take(Clock::time_point deadline, std::string& error, Lane lane = Lane::kShared,
+              bool wait = true);
+  /// An idle connection if there is one; never opens one and never waits.
+  Handle take_idle();
   /// Sends `statement` and returns without its answer, which goes to `done` (once, on this
   /// thread's next take() or on the settler's thread; it must not throw). False when it
-  /// could not be sent: then nothing was applied and `done` is not called.
+  /// could not be sent, or no connection was to be had without waiting for one: then
+  /// nothing was applied and `done` is not called.
   bool send_detached(PgStatement statement, const std::vector<std::string>& params,
                      Clock::time_point deadline, std::function<void(PgResult)> done);
   bool settle_idle(Clock::time_point owed_before) override;

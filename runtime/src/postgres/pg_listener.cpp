@@ -45,9 +45,10 @@ std::unique_ptr<ReleaseWatch> PgListener::watch(const std::string& id) {
   if (!started_ && wake_[0] >= 0) {
     started_ = true;
     thread_ = std::thread([this] { run(); });
-    // The first waiter waits for the LISTEN, bounded; later ones take what there is.
+    // The first waiter waits for the LISTEN, until the first attempt has failed at most;
+    // later ones take what there is.
     changed_.wait_for(lock, config_.connect_timeout + config_.command_timeout,
-                      [&] { return listening_ || stopping_; });
+                      [&] { return listening_ || stopping_ || failed_once_; });
   }
   return watch;
 }
@@ -93,14 +94,24 @@ void PgListener::run() {
       }
       error = listen.error;
     }
-    log(LogLevel::kWarn, "backend {}: cannot listen for releases ({}); waiters poll meanwhile",
-        config_.name, error);
+    // Once per outage at warning level; the retries that follow at debug level.
+    log(retry == kFirstRetry ? LogLevel::kWarn : LogLevel::kDebug,
+        "backend {}: cannot listen for releases ({}); waiters poll meanwhile", config_.name,
+        error);
+    {
+      std::lock_guard lock(mutex_);
+      failed_once_ = true;
+    }
+    changed_.notify_all();
     if (!pause_unless_stopped(retry)) return;
     retry = std::min(retry * 2, kLongestRetry);
   }
 }
 
 void PgListener::serve(PgConnection& conn) {
+  std::string payload;
+  // Notifications that came with the LISTEN's own answer are already read.
+  while (conn.next_notification(payload)) signals_.notify(payload);
   for (;;) {
     pollfd fds[2] = {{conn.socket(), POLLIN, 0}, {wake_[0], POLLIN, 0}};
     const int ready = ::poll(fds, 2, static_cast<int>(kIdleCheck.count()));
@@ -115,7 +126,6 @@ void PgListener::serve(PgConnection& conn) {
     } else if (fds[0].revents != 0 && !conn.consume_input()) {
       return;
     }
-    std::string payload;
     while (conn.next_notification(payload)) signals_.notify(payload);
     if (conn.broken()) return;
   }

@@ -2,8 +2,9 @@
 // table's channel; every release and forced release of the table announces its key
 // (pg_notify), and the listener wakes the watches armed on it (release_signals.hpp).
 //
-// The listener starts with the first watch, which waits (up to connect_timeout) for it to
-// listen, so that the waiter's next try cannot miss a release. If the connection breaks,
+// The listener starts with the first watch, which waits for it to listen (until the first
+// attempt fails, at most connect_timeout + command_timeout), so that the waiter's next try
+// cannot miss a release. If the connection breaks,
 // watches fall back to polling until it is back; on reconnecting every watched key is
 // signalled once, since a release may have gone unheard. An idle connection is checked
 // every 10 s so that a silently dead one is replaced.
@@ -50,6 +51,7 @@ class PgListener {
   bool started_ = false;
   bool listening_ = false;
   bool stopping_ = false;
+  bool failed_once_ = false;  ///< an attempt to listen has failed (the first waiter stops waiting)
   int wake_[2] = {-1, -1};  ///< a pipe: written to stop the thread's poll()
   std::thread thread_;
 };

@@ -55,7 +55,7 @@ std::unique_ptr<PgConnection> PgPool::settle_mine(std::unique_lock<std::mutex>& 
 bool PgPool::send_detached(PgStatement statement, const std::vector<std::string>& params,
                            Clock::time_point deadline, std::function<void(PgResult)> done) {
   std::string error;
-  Handle handle = take(deadline, error);
+  Handle handle = take(deadline, error, Lane::kShared, false);
   if (!handle) return false;
   PgResult failure;
   if (!handle->send(statement, params, deadline, failure)) return false;
@@ -120,7 +120,17 @@ std::unique_ptr<PgConnection> PgPool::idle_one(Lane lane) {
   return conn;
 }
 
-PgPool::Handle PgPool::take(Clock::time_point deadline, std::string& error, Lane lane) {
+PgPool::Handle PgPool::take_idle() {
+  std::unique_lock lock(mutex_);
+  while (auto conn = idle_one(Lane::kShared)) {
+    if (conn->healthy()) return Handle(this, std::move(conn), Lane::kShared);
+    --open_;
+  }
+  return {};
+}
+
+PgPool::Handle PgPool::take(Clock::time_point deadline, std::string& error, Lane lane,
+                            bool wait) {
   std::unique_lock lock(mutex_);
   if (lane == Lane::kShared && (!owed_.empty() || !settling_.empty())) {
     if (auto mine = settle_mine(lock)) return Handle(this, std::move(mine), Lane::kShared);
@@ -147,6 +157,10 @@ PgPool::Handle PgPool::take(Clock::time_point deadline, std::string& error, Lane
       if (lane == Lane::kShared) --open_;
       if (lane == Lane::kRenewal) renewal_on_loan_ = false;
       returned_.notify_one();
+      return {};
+    }
+    if (!wait) {
+      error = fmt::format("no connection free ({} in use)", open_);
       return {};
     }
     if (returned_.wait_until(lock, bounded(deadline)) == std::cv_status::timeout &&

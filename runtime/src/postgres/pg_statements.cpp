@@ -5,10 +5,12 @@
 namespace dlock::internal {
 namespace {
 
-// `name` or `schema.name` as quoted identifiers, with `suffix` added to the name.
+// `schema.name` as quoted identifiers, with `suffix` added to the name; `name` alone is in
+// `public`. Always qualified: an unqualified name would be looked up through each session's
+// search_path, and two roles with schemas of their own would lock in two tables.
 std::string quoted(std::string_view table, std::string_view suffix) {
   const auto dot = table.find('.');
-  if (dot == std::string_view::npos) return fmt::format("\"{}{}\"", table, suffix);
+  if (dot == std::string_view::npos) return fmt::format("\"public\".\"{}{}\"", table, suffix);
   return fmt::format("\"{}\".\"{}{}\"", table.substr(0, dot), table.substr(dot + 1), suffix);
 }
 
@@ -44,13 +46,13 @@ constexpr std::string_view kAcquire = R"(
 WITH n AS (SELECT clock_timestamp() AS t),
 late AS (SELECT $5::int8 > 0 AND (extract(epoch FROM n.t) * 1000000)::int8 > $5::int8 AS v FROM n),
 granted AS (
-  INSERT INTO {t} AS l (service, key, owner, token, expires_at, released, lease_ms, name, host,
-                        pid, thread, acquired_at)
-  SELECT $1::text, decode($2::text, 'hex'), $3::text, (extract(epoch FROM n.t) * 1000000)::int8,
+  INSERT INTO {t} AS l (service, key_hash, key, owner, token, expires_at, released, lease_ms,
+                        name, host, pid, thread, acquired_at)
+  SELECT $1::text, sha256(decode($2::text, 'hex')), decode($2::text, 'hex'), $3::text, (extract(epoch FROM n.t) * 1000000)::int8,
          n.t + $4::int8 * interval '1 millisecond', false, $4::int8, decode($9::text, 'hex'),
          decode($6::text, 'hex'), $7::int8, $8::int8, n.t
   FROM n, late WHERE NOT late.v
-  ON CONFLICT (service, key) DO UPDATE SET
+  ON CONFLICT (service, key_hash) DO UPDATE SET
     token = CASE WHEN l.owner = excluded.owner AND l.expires_at > excluded.acquired_at
                  THEN l.token ELSE greatest(l.token + 1, excluded.token) END,
     acquired_at = CASE WHEN l.owner = excluded.owner AND l.expires_at > excluded.acquired_at
@@ -64,14 +66,14 @@ granted AS (
 undone AS (
   UPDATE {t} l SET owner = NULL, released = false, expires_at = n.t
   FROM n, late
-  WHERE late.v AND l.service = $1::text AND l.key = decode($2::text, 'hex') AND l.owner = $3::text
+  WHERE late.v AND l.service = $1::text AND l.key_hash = sha256(decode($2::text, 'hex')) AND l.owner = $3::text
     AND NOT l.released
   RETURNING pg_notify($10::text, $11::text)),
 wanted AS (
   UPDATE {t} l SET waited_until = greatest(l.waited_until, n.t + $12::int8 * interval '1 millisecond')
   FROM n, late
   WHERE $12::int8 > 0 AND NOT late.v AND NOT EXISTS (SELECT 1 FROM granted)
-    AND l.service = $1::text AND l.key = decode($2::text, 'hex')
+    AND l.service = $1::text AND l.key_hash = sha256(decode($2::text, 'hex'))
   RETURNING 1)
 SELECT 1, token, $4::int8 FROM granted
 UNION ALL
@@ -83,28 +85,28 @@ SELECT 0, l.token,
             ELSE 0 END
 FROM {t} l, n, late
 WHERE NOT late.v AND NOT EXISTS (SELECT 1 FROM granted)
-  AND l.service = $1::text AND l.key = decode($2::text, 'hex'))";
+  AND l.service = $1::text AND l.key_hash = sha256(decode($2::text, 'hex')))";
 
 // $1 service, $2 keys (hex), $3 owners, $4 ttls (ms), $5 tokens: arrays, one item each.
 // Answers (item, outcome) per item, items from 1: 0 renewed, 1 gone, 2 taken. A renewal
 // raises the key's token counter to the lease's token.
 constexpr std::string_view kRenew = R"(
 WITH n AS (SELECT clock_timestamp() AS t),
-req AS (SELECT r.i, decode(r.k, 'hex') AS key, r.o AS owner, r.ttl, r.tok
+req AS (SELECT r.i, sha256(decode(r.k, 'hex')) AS key_hash, r.o AS owner, r.ttl, r.tok
         FROM unnest($2::text[], $3::text[], $4::int8[], $5::int8[]) WITH ORDINALITY
              AS r(k, o, ttl, tok, i)),
 renewed AS (
   UPDATE {t} l SET expires_at = n.t + req.ttl * interval '1 millisecond', lease_ms = req.ttl,
                    token = greatest(l.token, req.tok)
   FROM req, n
-  WHERE l.service = $1::text AND l.key = req.key AND l.owner = req.owner AND NOT l.released
+  WHERE l.service = $1::text AND l.key_hash = req.key_hash AND l.owner = req.owner AND NOT l.released
     AND l.expires_at > n.t
   RETURNING req.i)
 SELECT req.i,
        CASE WHEN EXISTS (SELECT 1 FROM renewed WHERE renewed.i = req.i) THEN 0
             WHEN l.owner IS NOT NULL AND l.owner <> req.owner AND l.expires_at > n.t THEN 2
             ELSE 1 END
-FROM req CROSS JOIN n LEFT JOIN {t} l ON l.service = $1::text AND l.key = req.key)";
+FROM req CROSS JOIN n LEFT JOIN {t} l ON l.service = $1::text AND l.key_hash = req.key_hash)";
 
 // $1 service, $2 key (hex), $3 owner, $4 keep for (ms, 0: free it now), $5 channel,
 // $6 payload. Answers (0 released, 1 kept until keep-for, 2 gone, 3 taken; notifications
@@ -112,12 +114,12 @@ FROM req CROSS JOIN n LEFT JOIN {t} l ON l.service = $1::text AND l.key = req.ke
 constexpr std::string_view kRelease = R"(
 WITH n AS (SELECT clock_timestamp() AS t),
 cur AS (SELECT l.owner, l.expires_at > n.t AS live FROM {t} l, n
-        WHERE l.service = $1::text AND l.key = decode($2::text, 'hex')),
+        WHERE l.service = $1::text AND l.key_hash = sha256(decode($2::text, 'hex'))),
 done AS (
   UPDATE {t} l SET owner = CASE WHEN $4::int8 > 0 THEN l.owner END, released = $4::int8 > 0,
                    expires_at = n.t + $4::int8 * interval '1 millisecond'
   FROM n
-  WHERE l.service = $1::text AND l.key = decode($2::text, 'hex') AND l.owner = $3::text
+  WHERE l.service = $1::text AND l.key_hash = sha256(decode($2::text, 'hex')) AND l.owner = $3::text
     AND NOT l.released AND l.expires_at > n.t
   RETURNING coalesce(l.waited_until > n.t, false) AS wanted),
 told AS (SELECT pg_notify($5::text, $6::text) FROM done WHERE $4::int8 = 0 AND done.wanted)
@@ -133,7 +135,7 @@ constexpr std::string_view kServerTime =
 constexpr std::string_view kInspect = R"(
 WITH n AS (SELECT clock_timestamp() AS t)
 SELECT {lock} FROM {t} l, n
-WHERE l.service = $1::text AND l.key = decode($2::text, 'hex') AND l.owner IS NOT NULL
+WHERE l.service = $1::text AND l.key_hash = sha256(decode($2::text, 'hex')) AND l.owner IS NOT NULL
   AND l.expires_at > n.t)";
 
 // $1 service: every held key (the caller filters by pattern).
@@ -149,10 +151,10 @@ WHERE l.service = $1::text AND l.owner IS NOT NULL AND l.expires_at > n.t)";
 constexpr std::string_view kForceRelease = R"(
 WITH n AS (SELECT clock_timestamp() AS t),
 old AS (SELECT l.* FROM {t} l, n
-        WHERE l.service = $1::text AND l.key = decode($2::text, 'hex') AND l.owner IS NOT NULL
+        WHERE l.service = $1::text AND l.key_hash = sha256(decode($2::text, 'hex')) AND l.owner IS NOT NULL
           AND l.expires_at > n.t FOR UPDATE),
 freed AS (UPDATE {t} l SET owner = NULL, released = false, expires_at = n.t FROM old, n
-          WHERE l.service = old.service AND l.key = old.key RETURNING pg_notify($3::text, $4::text)),
+          WHERE l.service = old.service AND l.key_hash = old.key_hash RETURNING pg_notify($3::text, $4::text)),
 audited AS (
   INSERT INTO {audit} (id, service, at, "user", host, pid, note, key, owner, token, owner_host,
                        owner_pid, owner_name)
@@ -179,16 +181,16 @@ FROM {audit} a WHERE a.service = $1::text ORDER BY a.seq DESC LIMIT $2::int8)";
 constexpr std::string_view kClaimRun = R"(
 WITH n AS (SELECT clock_timestamp() AS t),
 held AS (SELECT l.name FROM {t} l, n
-         WHERE l.service = $1::text AND l.key = decode($2::text, 'hex') AND l.owner = $3::text
+         WHERE l.service = $1::text AND l.key_hash = sha256(decode($2::text, 'hex')) AND l.owner = $3::text
            AND NOT l.released AND l.expires_at > n.t),
 claimed AS (
-  INSERT INTO {runs} AS r (service, key, owner, token, name, label, host, pid, started_at,
-                           finished_at, outcome, expires_at)
-  SELECT $1::text, decode($2::text, 'hex'), $3::text, $8::int8, held.name, decode($5::text, 'hex'),
+  INSERT INTO {runs} AS r (service, key_hash, key, owner, token, name, label, host, pid,
+                           started_at, finished_at, outcome, expires_at)
+  SELECT $1::text, sha256(decode($2::text, 'hex')), decode($2::text, 'hex'), $3::text, $8::int8, held.name, decode($5::text, 'hex'),
          decode($6::text, 'hex'), $7::int8, n.t, NULL, 'running'::bytea,
          n.t + $4::int8 * interval '1 millisecond'
   FROM held, n
-  ON CONFLICT (service, key) DO UPDATE SET owner = excluded.owner, token = excluded.token,
+  ON CONFLICT (service, key_hash) DO UPDATE SET owner = excluded.owner, token = excluded.token,
     name = excluded.name, label = excluded.label, host = excluded.host, pid = excluded.pid,
     started_at = excluded.started_at, finished_at = NULL, outcome = excluded.outcome,
     expires_at = excluded.expires_at
@@ -200,12 +202,12 @@ SELECT 1, claimed.* FROM claimed
 UNION ALL
 SELECT 0, {run} FROM {runs} r, n
 WHERE NOT EXISTS (SELECT 1 FROM claimed) AND EXISTS (SELECT 1 FROM held)
-  AND r.service = $1::text AND r.key = decode($2::text, 'hex') AND r.expires_at > n.t)";
+  AND r.service = $1::text AND r.key_hash = sha256(decode($2::text, 'hex')) AND r.expires_at > n.t)";
 
 // $1 service, $2 key (hex), $3 owner, $4 outcome (hex). Answers one row if it was $3's.
 constexpr std::string_view kFinishRun = R"(
 UPDATE {runs} r SET finished_at = clock_timestamp(), outcome = decode($4::text, 'hex')
-WHERE r.service = $1::text AND r.key = decode($2::text, 'hex') AND r.owner = $3::text
+WHERE r.service = $1::text AND r.key_hash = sha256(decode($2::text, 'hex')) AND r.owner = $3::text
   AND r.expires_at > clock_timestamp()
 RETURNING 1)";
 
@@ -216,27 +218,30 @@ SELECT {run} FROM {runs} r, n WHERE r.service = $1::text AND r.expires_at > n.t)
 
 // Drops, a thousand at most per call, lock rows nobody has held for 7 days (their token
 // counter is no longer needed: tokens are seeded from the clock) and run records past
-// their time. Answers how many went.
+// their time. Answers how many went. The condition is repeated in the DELETE itself: a row
+// taken again between the scan and the DELETE must stay (servers before the 2025 fix of
+// TID-scan rechecks would not test the subquery's condition again).
 constexpr std::string_view kSweep = R"(
 WITH locks AS (DELETE FROM {t} WHERE ctid = ANY(ARRAY(
                  SELECT ctid FROM {t} WHERE expires_at < clock_timestamp() - interval '7 days'
-                 LIMIT 1000)) RETURNING 1),
+                 LIMIT 1000)) AND expires_at < clock_timestamp() - interval '7 days' RETURNING 1),
 runs AS (DELETE FROM {runs} WHERE ctid = ANY(ARRAY(
-           SELECT ctid FROM {runs} WHERE expires_at < clock_timestamp() LIMIT 1000)) RETURNING 1)
+           SELECT ctid FROM {runs} WHERE expires_at < clock_timestamp() LIMIT 1000))
+         AND expires_at < clock_timestamp() RETURNING 1)
 SELECT (SELECT count(*) FROM locks) + (SELECT count(*) FROM runs))";
 
 constexpr std::string_view kSchema = R"(
 CREATE TABLE IF NOT EXISTS {t} (
-  service text NOT NULL, key bytea NOT NULL, owner text, token bigint NOT NULL,
+  service text NOT NULL, key_hash bytea NOT NULL, key bytea NOT NULL, owner text, token bigint NOT NULL,
   expires_at timestamptz NOT NULL, released boolean NOT NULL DEFAULT false,
   lease_ms bigint NOT NULL DEFAULT 0, name bytea NOT NULL DEFAULT '', host bytea NOT NULL DEFAULT '',
   pid bigint NOT NULL DEFAULT 0, thread bigint NOT NULL DEFAULT 0, acquired_at timestamptz,
-  waited_until timestamptz, PRIMARY KEY (service, key)) WITH (fillfactor = 70);
+  waited_until timestamptz, PRIMARY KEY (service, key_hash)) WITH (fillfactor = 70);
 CREATE TABLE IF NOT EXISTS {runs} (
-  service text NOT NULL, key bytea NOT NULL, owner text NOT NULL, token bigint NOT NULL,
+  service text NOT NULL, key_hash bytea NOT NULL, key bytea NOT NULL, owner text NOT NULL, token bigint NOT NULL,
   name bytea NOT NULL, label bytea NOT NULL, host bytea NOT NULL, pid bigint NOT NULL,
   started_at timestamptz NOT NULL, finished_at timestamptz, outcome bytea NOT NULL,
-  expires_at timestamptz NOT NULL, PRIMARY KEY (service, key));
+  expires_at timestamptz NOT NULL, PRIMARY KEY (service, key_hash));
 CREATE TABLE IF NOT EXISTS {audit} (
   seq bigserial PRIMARY KEY, id text NOT NULL, service text NOT NULL, at timestamptz NOT NULL,
   "user" bytea NOT NULL, host bytea NOT NULL, pid bigint NOT NULL, note bytea NOT NULL,
@@ -264,9 +269,14 @@ PgStatements::PgStatements(std::string_view table) {
   };
   for (std::size_t i = 0; i < kPgStatementCount; ++i) sql_[i] = fill(kTexts[i]);
   schema_ = fill(kSchema);
+  // Whether the three tables exist, and how many of the lock table's newest columns it has
+  // (a table of another layout is refused by name, not met by failing statements).
   exists_ = fmt::format(
-      "SELECT to_regclass('{}') IS NOT NULL AND to_regclass('{}') IS NOT NULL AND "
-      "to_regclass('{}') IS NOT NULL",
+      "SELECT to_regclass('{0}') IS NOT NULL AND to_regclass('{1}') IS NOT NULL AND "
+      "to_regclass('{2}') IS NOT NULL, (SELECT count(*) FROM pg_catalog.pg_attribute "
+      "WHERE attrelid = to_regclass('{0}') AND attname IN ('key_hash', 'waited_until') "
+      "AND NOT attisdropped), (SELECT count(*) FROM pg_catalog.pg_attribute "
+      "WHERE attrelid = to_regclass('{1}') AND attname = 'key_hash' AND NOT attisdropped)",
       t, runs, audit);
   table_ = t;
   const auto dot = table.rfind('.');
@@ -283,7 +293,9 @@ bool PgStatements::valid_table(std::string_view table) {
   };
   const auto dot = table.find('.');
   if (dot == std::string_view::npos) return part_ok(table, 57);
-  return part_ok(table.substr(0, dot), 63) && part_ok(table.substr(dot + 1), 57);
+  // pg_temp would give every session a table of its own; pg_catalog is PostgreSQL's.
+  return part_ok(table.substr(0, dot), 63) && table.substr(0, 3) != "pg_" &&
+         part_ok(table.substr(dot + 1), 57);
 }
 
 const char* PgStatements::name(PgStatement statement) {

@@ -3,9 +3,11 @@
 // the database's clock (clock_timestamp()), never from the client's.
 //
 // Tables (`T` is the configured name, `schema.name` or `name`):
-//   T         one row per key ever locked: the holder (owner NULL when free), the last
-//             fencing token, the expiry, metadata. A free row keeps the key's token counter
-//             and is swept 7 days after it was freed.
+//   T         one row per key ever locked, found by (service, SHA-256 of the key): the
+//             holder (owner NULL when free), the last fencing token, the expiry, metadata.
+//             A free row keeps the key's token counter and is swept 7 days after it was
+//             freed. An unqualified name is in `public`: never looked up through the
+//             session's search_path.
 //   T_runs    scheduled-run records, one per key while kept.
 //   T_audit   forced releases.
 // Bytes that come from users (keys, names, hosts, labels, notes, outcomes) are stored as
@@ -51,7 +53,9 @@ class PgStatements {
   [[nodiscard]] static const char* name(PgStatement statement);
   /// CREATE TABLE IF NOT EXISTS for the three tables.
   [[nodiscard]] const std::string& schema() const { return schema_; }
-  /// One row, one column: whether all three tables exist ('t' or 'f').
+  /// One row: whether all three tables exist ('t' or 'f'), then how many of the lock
+  /// table's columns key_hash and waited_until it has (2 when current), and 1 when the
+  /// runs table has key_hash.
   [[nodiscard]] const std::string& exists() const { return exists_; }
   /// The lock table as written in SQL (quoted identifiers).
   [[nodiscard]] const std::string& table() const { return table_; }

@@ -1,7 +1,6 @@
 #include "postgres/postgres_backend.hpp"
 
 #include <fmt/format.h>
-#include <openssl/evp.h>
 
 #include <atomic>
 #include <functional>
@@ -12,6 +11,7 @@
 #include "owner.hpp"
 #include "postgres/pg_connection.hpp"
 #include "postgres/pg_listener.hpp"
+#include "postgres/pg_rows.hpp"
 #include "settler.hpp"
 
 namespace dlock::internal {
@@ -21,148 +21,14 @@ using Status = PgResult::Status;
 using Params = std::vector<std::string>;
 
 constexpr Millis kSweepEvery{std::chrono::minutes(10)};
-
-std::string hex(std::string_view bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out.push_back(kDigits[c >> 4]);
-    out.push_back(kDigits[c & 15]);
-  }
-  return out;
-}
-
-std::string unhex(std::string_view text) {
-  const auto digit = [](char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
-  std::string out;
-  out.reserve(text.size() / 2);
-  for (std::size_t i = 0; i + 1 < text.size(); i += 2) {
-    out.push_back(static_cast<char>(digit(text[i]) * 16 + digit(text[i + 1])));
-  }
-  return out;
-}
-
-// A text[] literal: every element quoted, `"` and `\` escaped.
-std::string array_of(const std::vector<std::string>& items) {
-  std::string out = "{";
-  for (const std::string& item : items) {
-    if (out.size() > 1) out += ',';
-    out += '"';
-    for (char c : item) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += c;
-    }
-    out += '"';
-  }
-  return out + "}";
-}
+constexpr Millis kClockReadEvery{std::chrono::minutes(1)};
 
 std::string number_text(std::int64_t value) { return std::to_string(value); }
 
-std::uint64_t token_of(const PgResult& result, int row, int column) {
-  return static_cast<std::uint64_t>(result.number(row, column));
-}
-
-LockInfo lock_info(const PgResult& result, int row) {
-  LockInfo info;
-  info.key = unhex(result.text(row, 0));
-  info.owner = result.text(row, 1);
-  info.host = unhex(result.text(row, 2));
-  info.pid = result.number(row, 3);
-  info.thread = result.number(row, 4);
-  info.name = unhex(result.text(row, 5));
-  info.token = token_of(result, row, 6);
-  info.acquired_at_ms = result.number(row, 7);
-  info.lease = Millis{result.number(row, 8)};
-  info.ttl = Millis{result.number(row, 9)};
-  info.min_hold = result.text(row, 10) == "t";
-  return info;
-}
-
-RunRecord run_record(const PgResult& result, int row, int first) {
-  RunRecord record;
-  record.key = unhex(result.text(row, first));
-  record.name = unhex(result.text(row, first + 1));
-  record.label = unhex(result.text(row, first + 2));
-  record.owner = result.text(row, first + 3);
-  record.token = token_of(result, row, first + 4);
-  record.host = unhex(result.text(row, first + 5));
-  record.pid = result.number(row, first + 6);
-  record.started_at_ms = result.number(row, first + 7);
-  record.finished_at_ms = result.number(row, first + 8);
-  record.outcome = unhex(result.text(row, first + 9));
-  record.ttl = Millis{result.number(row, first + 10)};
-  return record;
-}
-
-AuditEntry audit_entry(const PgResult& result, int row) {
-  AuditEntry entry;
-  entry.id = result.text(row, 0);
-  entry.at_ms = result.number(row, 1);
-  entry.user = unhex(result.text(row, 2));
-  entry.host = unhex(result.text(row, 3));
-  entry.pid = result.number(row, 4);
-  entry.note = unhex(result.text(row, 5));
-  entry.key = unhex(result.text(row, 6));
-  entry.owner = result.text(row, 7);
-  entry.token = token_of(result, row, 8);
-  entry.owner_host = unhex(result.text(row, 9));
-  entry.owner_pid = result.number(row, 10);
-  entry.owner_name = unhex(result.text(row, 11));
-  return entry;
-}
-
-GrantReply grant_of(const PgResult& result) {
-  GrantReply reply;
-  if (result.status != Status::kOk) {
-    reply.error = result.error;
-    reply.outcome_unknown = result.status == Status::kUnknown;
-    return reply;
-  }
-  reply.kind = GrantReply::Kind::kBusy;  // no row: busy, holder unknown
-  if (result.rows() == 0) return reply;
-  switch (result.number(0, 0)) {
-    case 1:
-      reply.kind = GrantReply::Kind::kAcquired;
-      reply.token = token_of(result, 0, 1);
-      reply.ttl = Millis{result.number(0, 2)};
-      break;
-    case 0:
-      reply.last_token = token_of(result, 0, 1);
-      reply.ttl = Millis{result.number(0, 2)};
-      break;
-    default:
-      reply.kind = GrantReply::Kind::kUnavailable;
-      reply.error = "the database answered after the command timeout; nothing was taken";
-  }
-  return reply;
-}
-
-ReleaseOutcome release_outcome_of(const PgResult& result) {
-  if (result.status != Status::kOk || result.rows() != 1) return ReleaseOutcome::kUnavailable;
-  switch (result.number(0, 0)) {
-    case 0: return ReleaseOutcome::kReleased;
-    case 1: return ReleaseOutcome::kKept;
-    case 3: return ReleaseOutcome::kTaken;
-    default: return ReleaseOutcome::kGone;
-  }
-}
-
-bool arrived_late(const PgResult& result) {
-  return result.status == Status::kOk && result.rows() == 1 && result.number(0, 0) == -1;
-}
-
-// The first 128 bits of the key's SHA-256, in hex: notification payloads have a size limit
-// and keys do not.
-std::string key_digest(std::string_view key) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  if (EVP_Digest(key.data(), key.size(), digest, &size, EVP_sha256(), nullptr) != 1) size = 0;
-  return hex(std::string_view(reinterpret_cast<const char*>(digest), std::min(size, 16U)));
-}
-
-class PostgresBackend final : public Backend, public RunStore, public AdminBackend {
+class PostgresBackend final : public Backend,
+                              public RunStore,
+                              public AdminBackend,
+                              public std::enable_shared_from_this<PostgresBackend> {
  public:
   PostgresBackend(BackendConfig config, std::string service, std::shared_ptr<Metrics> metrics)
       : config_(std::move(config)),
@@ -211,13 +77,17 @@ class PostgresBackend final : public Backend, public RunStore, public AdminBacke
   [[nodiscard]] std::string payload_of(std::string_view key) const {
     return service_ + ' ' + key_digest(key);
   }
+  /// Runs `statement` on a pool connection (waiting for one unless `wait` is false).
   PgResult call(PgStatement statement, const Build& build, Clock::time_point deadline,
-                PgPool::Lane lane = PgPool::Lane::kShared);
+                PgPool::Lane lane = PgPool::Lane::kShared, bool wait = true);
   PgResult call(PgStatement statement, Params params, Clock::time_point deadline,
-                PgPool::Lane lane = PgPool::Lane::kShared) {
+                PgPool::Lane lane = PgPool::Lane::kShared, bool wait = true) {
     return call(
-        statement, [&](PgConnection&) { return params; }, deadline, lane);
+        statement, [&](PgConnection&) { return params; }, deadline, lane, wait);
   }
+  /// A release refused by the server, sent again from the settler's thread.
+  ReleaseOutcome release_once_more(const Key& key, const std::string& owner,
+                                   Millis keep_for) noexcept;
   [[nodiscard]] Params release_params(const Key& key, std::string_view owner,
                                       Millis keep_for) const;
   /// `result` if the statement ran; else throws BackendUnavailable.
@@ -239,10 +109,10 @@ class PostgresBackend final : public Backend, public RunStore, public AdminBacke
 };
 
 PgResult PostgresBackend::call(PgStatement statement, const Build& build,
-                               Clock::time_point deadline, PgPool::Lane lane) {
+                               Clock::time_point deadline, PgPool::Lane lane, bool wait) {
   for (int attempt = 0;; ++attempt) {
     std::string error;
-    PgPool::Handle conn = pool_->take(deadline, error, lane);
+    PgPool::Handle conn = pool_->take(deadline, error, lane, wait);
     if (!conn) return {Status::kRefused, "cannot reach the database: " + error};
     if (!schema_ready_.load() && !ensure_schema(*conn, deadline, error)) {
       return {Status::kRefused, error};
@@ -272,6 +142,14 @@ bool PostgresBackend::ensure_schema(PgConnection& conn, Clock::time_point deadli
   for (int attempt = 0; attempt < 2; ++attempt) {
     PgResult exists = conn.run_text(statements_->exists(), deadline);
     if (exists.status == Status::kOk && exists.text(0, 0) == "t") {
+      if (exists.number(0, 1) != 2 || exists.number(0, 2) != 1) {
+        error = fmt::format(
+            "the lock table {} has another layout (made by another version of dlock?): it "
+            "lacks key_hash or waited_until; drop it and its _runs and _audit tables, or "
+            "name another table",
+            statements_->table());
+        return false;
+      }
       schema_ready_ = true;
       return true;
     }
@@ -295,7 +173,8 @@ GrantReply PostgresBackend::acquire(const GrantRequest& request) {
   const auto until = std::min(request.give_up_at, deadline());
   bool resync = false;
   const Build build = [&](PgConnection& conn) {
-    if (resync) conn.resync_clock(until);
+    // The estimate drifts with the two clocks' rates: read again every minute.
+    if (resync || Clock::now() - conn.clock_read_at() > kClockReadEvery) conn.resync_clock(until);
     const std::int64_t not_after = request.give_up_at == Clock::time_point::max()
                                        ? 0
                                        : conn.server_time_us(request.give_up_at);
@@ -352,11 +231,26 @@ Params PostgresBackend::release_params(const Key& key, std::string_view owner,
                 statements_->channel(), payload_of(key.str())};
 }
 
+ReleaseOutcome PostgresBackend::release_once_more(const Key& key, const std::string& owner,
+                                                  Millis keep_for) noexcept {
+  try {
+    return release_outcome_of(call(PgStatement::kRelease, release_params(key, owner, keep_for),
+                                   deadline(), PgPool::Lane::kShared, false));
+  } catch (...) {
+    return ReleaseOutcome::kUnavailable;
+  }
+}
+
 ReleaseOutcome PostgresBackend::release(const Key& key, std::string_view owner,
                                         Millis keep_for) noexcept {
   try {
-    const PgResult result =
-        call(PgStatement::kRelease, release_params(key, owner, keep_for), deadline());
+    const auto until = deadline();
+    PgResult result = call(PgStatement::kRelease, release_params(key, owner, keep_for), until);
+    // Refused (a lock or statement timeout, a full notification queue): nothing was applied,
+    // and the key would stay held for the rest of its lease. Once more.
+    if (result.status == Status::kRefused) {
+      result = call(PgStatement::kRelease, release_params(key, owner, keep_for), until);
+    }
     if (result.status == Status::kOk) sweep_now_and_then();
     return release_outcome_of(result);
   } catch (...) {
@@ -368,9 +262,23 @@ bool PostgresBackend::release_later(const Key& key, std::string_view owner, Mill
                                     std::function<void(ReleaseOutcome)> done) noexcept {
   try {
     sweep_now_and_then();
-    return pool_->send_detached(
-        PgStatement::kRelease, release_params(key, owner, keep_for), deadline(),
-        [done = std::move(done)](PgResult result) { done(release_outcome_of(result)); });
+    // Refused by the server: sent again, synchronously, on the settler's thread.
+    // It never waits for a pool connection there: the settler must not (see post_sweep).
+    auto answered = [self = weak_from_this(), key, owner = std::string(owner), keep_for,
+                     done](PgResult result) {
+      if (result.status != Status::kRefused) return done(release_outcome_of(result));
+      try {
+        settler::post([self, key, owner, keep_for, done] {
+          const auto backend = self.lock();
+          done(backend ? backend->release_once_more(key, owner, keep_for)
+                       : ReleaseOutcome::kUnavailable);
+        });
+      } catch (...) {
+        done(ReleaseOutcome::kUnavailable);
+      }
+    };
+    return pool_->send_detached(PgStatement::kRelease, release_params(key, owner, keep_for),
+                                deadline(), std::move(answered));
   } catch (...) {
     return false;  // nothing was sent, or the release is owner-checked and may go again
   }
@@ -391,12 +299,14 @@ void PostgresBackend::sweep_now_and_then() noexcept {
 
 void PostgresBackend::post_sweep() {
   settler::post([pool = pool_, timeout = config_.command_timeout, name = config_.name] {
-    std::string error;
-    const auto until = later(Clock::now(), timeout);
-    PgPool::Handle conn = pool->take(until, error);
+    // Only a connection nobody uses: the settler must never wait for one, as the threads
+    // whose owed answers it reads may hold the others.
+    std::string error = "no idle connection; again later";
+    PgPool::Handle conn = pool->take_idle();
     if (conn) {
-      const PgResult swept = conn->run(PgStatement::kSweep, Params{}, until);
-      if (swept.status != Status::kOk) error = swept.error;
+      const PgResult swept =
+          conn->run(PgStatement::kSweep, Params{}, later(Clock::now(), timeout));
+      error = swept.status == Status::kOk ? "" : swept.error;
     }
     if (!error.empty()) log(LogLevel::kDebug, "backend {}: sweeping old rows: {}", name, error);
   });
@@ -489,6 +399,12 @@ Engine make_postgres_backend(const BackendConfig& config, const std::string& ser
     throw ConfigError(fmt::format(
         "backends.{}.table: '{}' is not a table name like dlock_locks or app.dlock_locks",
         config.name, printable(config.table)));
+  }
+  if (!usable_service(service)) {
+    throw ConfigError(fmt::format(
+        "service '{}': a postgres backend stores it as text: UTF-8 without NUL bytes, at most "
+        "1024 bytes",
+        printable(service)));
   }
   return Engine::of(std::make_shared<PostgresBackend>(config, service, std::move(metrics)));
 }

@@ -1,0 +1,164 @@
+#include "postgres/pg_rows.hpp"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+
+namespace dlock::internal {
+namespace {
+
+using Status = PgResult::Status;
+
+std::uint64_t token_of(const PgResult& result, int row, int column) {
+  return static_cast<std::uint64_t>(result.number(row, column));
+}
+
+}  // namespace
+
+std::string hex(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(kDigits[c >> 4]);
+    out.push_back(kDigits[c & 15]);
+  }
+  return out;
+}
+
+std::string unhex(std::string_view text) {
+  const auto digit = [](char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
+  std::string out;
+  out.reserve(text.size() / 2);
+  for (std::size_t i = 0; i + 1 < text.size(); i += 2) {
+    out.push_back(static_cast<char>(digit(text[i]) * 16 + digit(text[i + 1])));
+  }
+  return out;
+}
+
+std::string array_of(const std::vector<std::string>& items) {
+  std::string out = "{";
+  for (const std::string& item : items) {
+    if (out.size() > 1) out += ',';
+    out += '"';
+    for (char c : item) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  return out + "}";
+}
+
+LockInfo lock_info(const PgResult& result, int row) {
+  LockInfo info;
+  info.key = unhex(result.text(row, 0));
+  info.owner = result.text(row, 1);
+  info.host = unhex(result.text(row, 2));
+  info.pid = result.number(row, 3);
+  info.thread = result.number(row, 4);
+  info.name = unhex(result.text(row, 5));
+  info.token = token_of(result, row, 6);
+  info.acquired_at_ms = result.number(row, 7);
+  info.lease = Millis{result.number(row, 8)};
+  info.ttl = Millis{result.number(row, 9)};
+  info.min_hold = result.text(row, 10) == "t";
+  return info;
+}
+
+RunRecord run_record(const PgResult& result, int row, int first) {
+  RunRecord record;
+  record.key = unhex(result.text(row, first));
+  record.name = unhex(result.text(row, first + 1));
+  record.label = unhex(result.text(row, first + 2));
+  record.owner = result.text(row, first + 3);
+  record.token = token_of(result, row, first + 4);
+  record.host = unhex(result.text(row, first + 5));
+  record.pid = result.number(row, first + 6);
+  record.started_at_ms = result.number(row, first + 7);
+  record.finished_at_ms = result.number(row, first + 8);
+  record.outcome = unhex(result.text(row, first + 9));
+  record.ttl = Millis{result.number(row, first + 10)};
+  return record;
+}
+
+AuditEntry audit_entry(const PgResult& result, int row) {
+  AuditEntry entry;
+  entry.id = result.text(row, 0);
+  entry.at_ms = result.number(row, 1);
+  entry.user = unhex(result.text(row, 2));
+  entry.host = unhex(result.text(row, 3));
+  entry.pid = result.number(row, 4);
+  entry.note = unhex(result.text(row, 5));
+  entry.key = unhex(result.text(row, 6));
+  entry.owner = result.text(row, 7);
+  entry.token = token_of(result, row, 8);
+  entry.owner_host = unhex(result.text(row, 9));
+  entry.owner_pid = result.number(row, 10);
+  entry.owner_name = unhex(result.text(row, 11));
+  return entry;
+}
+
+GrantReply grant_of(const PgResult& result) {
+  GrantReply reply;
+  if (result.status != Status::kOk) {
+    reply.error = result.error;
+    reply.outcome_unknown = result.status == Status::kUnknown;
+    return reply;
+  }
+  reply.kind = GrantReply::Kind::kBusy;  // no row: busy, holder unknown
+  if (result.rows() == 0) return reply;
+  switch (result.number(0, 0)) {
+    case 1:
+      reply.kind = GrantReply::Kind::kAcquired;
+      reply.token = token_of(result, 0, 1);
+      reply.ttl = Millis{result.number(0, 2)};
+      break;
+    case 0:
+      reply.last_token = token_of(result, 0, 1);
+      reply.ttl = Millis{result.number(0, 2)};
+      break;
+    default:
+      reply.kind = GrantReply::Kind::kUnavailable;
+      reply.error = "the database answered after the command timeout; nothing was taken";
+  }
+  return reply;
+}
+
+ReleaseOutcome release_outcome_of(const PgResult& result) {
+  if (result.status != Status::kOk || result.rows() != 1) return ReleaseOutcome::kUnavailable;
+  switch (result.number(0, 0)) {
+    case 0: return ReleaseOutcome::kReleased;
+    case 1: return ReleaseOutcome::kKept;
+    case 3: return ReleaseOutcome::kTaken;
+    default: return ReleaseOutcome::kGone;
+  }
+}
+
+bool arrived_late(const PgResult& result) {
+  return result.status == Status::kOk && result.rows() == 1 && result.number(0, 0) == -1;
+}
+
+std::string key_digest(std::string_view key) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  if (EVP_Digest(key.data(), key.size(), digest, &size, EVP_sha256(), nullptr) != 1) size = 0;
+  return hex(std::string_view(reinterpret_cast<const char*>(digest), std::min(size, 16U)));
+}
+
+bool usable_service(std::string_view service) {
+  if (service.size() > 1024) return false;
+  for (std::size_t i = 0; i < service.size();) {
+    const auto c = static_cast<unsigned char>(service[i]);
+    const std::size_t length = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3
+                             : (c >> 3) == 0x1E ? 4 : 0;
+    if (c == 0 || length == 0 || i + length > service.size()) return false;
+    for (std::size_t k = 1; k < length; ++k) {
+      if ((static_cast<unsigned char>(service[i + k]) >> 6) != 0x2) return false;
+    }
+    i += length;
+  }
+  return true;
+}
+
+}  // namespace dlock::internal
