@@ -157,8 +157,8 @@ void BM_RawDlockStatements(benchmark::State& state) {
   }();
   (void)ready;
   for (auto _ : state) {
-    if (raw.run("acquire", {"bench-raw", "6b6579", "owner", "30000", "0", "", "1", "1", "",
-                            "dlock_locks", "bench-raw k", "0"}) != "1") {
+    if (raw.run("acquire", {"bench-raw", "6b6579", "owner", "30000", "0", "", "1", "1", ""}) !=
+        "1") {
       state.SkipWithError("busy");
     }
     raw.run("release", {"bench-raw", "6b6579", "owner", "0", "dlock_locks", "bench-raw k"});

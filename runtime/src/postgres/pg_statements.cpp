@@ -31,26 +31,30 @@ constexpr std::string_view kRunColumns =
     "greatest(1, ceil(extract(epoch FROM (r.expires_at - n.t)) * 1000))::int8";
 
 // $1 service, $2 key (hex), $3 owner, $4 lease ms, $5 not-after (server µs, 0: none), $6 host
-// (hex), $7 pid, $8 thread, $9 name (hex), $10 channel, $11 payload, $12 how long a waiter
-// that finds the key busy stays noted as waiting (ms, 0: not waiting).
+// (hex), $7 pid, $8 thread, $9 name (hex); kAcquireWaiting also $10, how long a waiter that
+// finds the key busy stays noted as waiting (ms).
 // Answers one row: (1, token, ms left) granted; (0, last token, ms left or 0 when unknown)
-// busy; (-1, 0, 0) arrived after its caller gave up (and a grant of the same owner made by
-// an earlier attempt is undone). No row: busy, holder unknown.
-// A busy answer to a waiter sets `waited_until`, and a release notifies only while it lies
-// ahead: an uncontended release sends no notification (NOTIFY serialises the commits of
-// every notifying transaction in the database). The row is locked by ON CONFLICT already.
+// busy; (-1, 0, 0) arrived after its caller gave up (nothing taken; a grant an earlier
+// attempt of the same owner made is the caller's to release). No row: busy, holder unknown
+// (the row was inserted by another transaction during the statement).
 // The token is max(last + 1, the clock in µs): it keeps increasing when a swept row comes
 // back. A retry of an owner that already holds the key keeps its token and gets a full
 // lease, like a renewal.
-constexpr std::string_view kAcquire = R"(
+// kAcquireWaiting's busy answer also sets `waited_until`, and a release notifies only while
+// it lies ahead: an uncontended release sends no notification (NOTIFY serialises the commits
+// of every notifying transaction in the database). The row is locked by ON CONFLICT
+// already. Two statements, not one with a condition: an UPDATE in a WITH costs every call
+// its set-up, even when it updates nothing.
+constexpr std::string_view kAcquireTemplate = R"(
 WITH n AS (SELECT clock_timestamp() AS t),
 late AS (SELECT $5::int8 > 0 AND (extract(epoch FROM n.t) * 1000000)::int8 > $5::int8 AS v FROM n),
 granted AS (
   INSERT INTO {t} AS l (service, key_hash, key, owner, token, expires_at, released, lease_ms,
                         name, host, pid, thread, acquired_at)
-  SELECT $1::text, sha256(decode($2::text, 'hex')), decode($2::text, 'hex'), $3::text, (extract(epoch FROM n.t) * 1000000)::int8,
-         n.t + $4::int8 * interval '1 millisecond', false, $4::int8, decode($9::text, 'hex'),
-         decode($6::text, 'hex'), $7::int8, $8::int8, n.t
+  SELECT $1::text, sha256(decode($2::text, 'hex')), decode($2::text, 'hex'), $3::text,
+         (extract(epoch FROM n.t) * 1000000)::int8, n.t + $4::int8 * interval '1 millisecond',
+         false, $4::int8, decode($9::text, 'hex'), decode($6::text, 'hex'), $7::int8, $8::int8,
+         n.t
   FROM n, late WHERE NOT late.v
   ON CONFLICT (service, key_hash) DO UPDATE SET
     token = CASE WHEN l.owner = excluded.owner AND l.expires_at > excluded.acquired_at
@@ -62,22 +66,10 @@ granted AS (
     thread = excluded.thread
   WHERE l.owner IS NULL OR l.expires_at <= excluded.acquired_at
      OR (l.owner = excluded.owner AND NOT l.released)
-  RETURNING l.token),
-undone AS (
-  UPDATE {t} l SET owner = NULL, released = false, expires_at = n.t
-  FROM n, late
-  WHERE late.v AND l.service = $1::text AND l.key_hash = sha256(decode($2::text, 'hex')) AND l.owner = $3::text
-    AND NOT l.released
-  RETURNING pg_notify($10::text, $11::text)),
-wanted AS (
-  UPDATE {t} l SET waited_until = greatest(l.waited_until, n.t + $12::int8 * interval '1 millisecond')
-  FROM n, late
-  WHERE $12::int8 > 0 AND NOT late.v AND NOT EXISTS (SELECT 1 FROM granted)
-    AND l.service = $1::text AND l.key_hash = sha256(decode($2::text, 'hex'))
-  RETURNING 1)
+  RETURNING l.token){wanted}
 SELECT 1, token, $4::int8 FROM granted
 UNION ALL
-SELECT -1, 0, (SELECT count(*) FROM undone) FROM late WHERE late.v
+SELECT -1, 0, 0 FROM late WHERE late.v
 UNION ALL
 SELECT 0, l.token,
        CASE WHEN l.owner IS NOT NULL AND l.expires_at > n.t
@@ -86,6 +78,15 @@ SELECT 0, l.token,
 FROM {t} l, n, late
 WHERE NOT late.v AND NOT EXISTS (SELECT 1 FROM granted)
   AND l.service = $1::text AND l.key_hash = sha256(decode($2::text, 'hex')))";
+
+constexpr std::string_view kWanted = R"(,
+wanted AS (
+  UPDATE {t} l
+  SET waited_until = greatest(l.waited_until, n.t + $10::int8 * interval '1 millisecond')
+  FROM n, late
+  WHERE NOT late.v AND NOT EXISTS (SELECT 1 FROM granted)
+    AND l.service = $1::text AND l.key_hash = sha256(decode($2::text, 'hex'))
+  RETURNING 1))";
 
 // $1 service, $2 keys (hex), $3 owners, $4 ttls (ms), $5 tokens: arrays, one item each.
 // Answers (item, outcome) per item, items from 1: 0 renewed, 1 gone, 2 taken. A renewal
@@ -249,11 +250,11 @@ CREATE TABLE IF NOT EXISTS {audit} (
   owner_pid bigint NOT NULL, owner_name bytea NOT NULL))";
 
 constexpr std::array<std::string_view, kPgStatementCount> kTexts = {
-    kAcquire, kRenew,   kRelease,  kServerTime, kInspect,  kList,
-    kForceRelease, kHistory, kClaimRun, kFinishRun, kListRuns, kSweep};
+    kAcquireTemplate, kAcquireTemplate, kRenew,    kRelease,   kServerTime, kInspect, kList,
+    kForceRelease,    kHistory,         kClaimRun, kFinishRun, kListRuns,   kSweep};
 
 constexpr std::array<const char*, kPgStatementCount> kNames = {
-    "dlock_acquire", "dlock_renew",   "dlock_release",   "dlock_server_time",
+    "dlock_acquire", "dlock_acquire_waiting", "dlock_renew", "dlock_release", "dlock_server_time",
     "dlock_inspect", "dlock_list",    "dlock_force",     "dlock_history",
     "dlock_claim",   "dlock_finish",  "dlock_list_runs", "dlock_sweep"};
 
@@ -262,12 +263,14 @@ constexpr std::array<const char*, kPgStatementCount> kNames = {
 PgStatements::PgStatements(std::string_view table) {
   const std::string t = quoted(table, ""), runs = quoted(table, "_runs"),
                     audit = quoted(table, "_audit");
-  const auto fill = [&](std::string_view text) {
+  const auto fill = [&](std::string_view text, std::string_view wanted = {}) {
     return fmt::format(fmt::runtime(text), fmt::arg("t", t), fmt::arg("runs", runs),
                        fmt::arg("audit", audit), fmt::arg("lock", kLockColumns),
-                       fmt::arg("run", kRunColumns));
+                       fmt::arg("run", kRunColumns), fmt::arg("wanted", wanted));
   };
   for (std::size_t i = 0; i < kPgStatementCount; ++i) sql_[i] = fill(kTexts[i]);
+  sql_[static_cast<std::size_t>(PgStatement::kAcquireWaiting)] =
+      fill(kAcquireTemplate, fmt::format(fmt::runtime(kWanted), fmt::arg("t", t)));
   schema_ = fill(kSchema);
   // Whether the three tables exist, and how many of the lock table's newest columns it has
   // (a table of another layout is refused by name, not met by failing statements).

@@ -22,6 +22,7 @@ namespace dlock::internal {
 
 enum class PgStatement {
   kAcquire,
+  kAcquireWaiting,
   kRenew,
   kRelease,
   kServerTime,
@@ -34,7 +35,7 @@ enum class PgStatement {
   kListRuns,
   kSweep,
 };
-inline constexpr std::size_t kPgStatementCount = 12;
+inline constexpr std::size_t kPgStatementCount = 13;
 
 class PgStatements {
  public:

@@ -178,19 +178,24 @@ GrantReply PostgresBackend::acquire(const GrantRequest& request) {
     const std::int64_t not_after = request.give_up_at == Clock::time_point::max()
                                        ? 0
                                        : conn.server_time_us(request.give_up_at);
-    return Params{service_,        hex(request.key.str()),  std::string(request.owner),
+    Params params{service_,        hex(request.key.str()), std::string(request.owner),
                   number_text(request.lease.count()), number_text(not_after),
-                  host_,           pid_,                    number_text(thread_id()),
-                  hex(request.name), statements_->channel(), payload_of(request.key.str()),
-                  number_text(request.waiting ? waiter_noted_for().count() : 0)};
+                  host_,           pid_,                   number_text(thread_id()),
+                  hex(request.name)};
+    if (request.waiting) params.push_back(number_text(waiter_noted_for().count()));
+    return params;
   };
-  PgResult result = call(PgStatement::kAcquire, build, until);
+  const auto statement = request.waiting ? PgStatement::kAcquireWaiting : PgStatement::kAcquire;
+  PgResult result = call(statement, build, until);
   // Late by the connection's estimate of the server's clock, not by ours: read the clock
   // again and ask once more.
   if (arrived_late(result) && Clock::now() < request.give_up_at) {
     resync = true;
-    result = call(PgStatement::kAcquire, build, until);
+    result = call(statement, build, until);
   }
+  // Late indeed: an earlier attempt of this owner may hold the key, which nobody would
+  // release. (Owner-checked; a rare path.)
+  if (arrived_late(result)) release(request.key, request.owner, Millis{0});
   return grant_of(result);
 }
 
