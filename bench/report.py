@@ -8,7 +8,8 @@ Inputs (each optional; a missing or failed measurement becomes a row saying so):
   figure1.json, figure4.json, figure8.json
                                   Google Benchmark JSON (medians of the repetitions if any)
   figure7-dlock-<peer>-<settings>.json  dlock's woven cycle measured just before that peer
-  figure2-<threads>.txt, figure3.txt, figure5.txt, figure6.txt, figure7-<peer>-<settings>.txt
+  figure2-<threads>.txt, figure3.txt, figure5.txt, figure6.txt, figure7-<peer>-<settings>.txt,
+  figure12-handoff.txt, figure13.txt, figure13-handoff.txt
                                   program output whose RESULT lines carry the figures
 """
 import json
@@ -262,6 +263,41 @@ def figure12(results, table):
               verdict(float(r["floor_ratio"]) <= 1.3))
 
 
+def figure13(results, table):
+    r = result_line(read(results, "figure13.txt"), "zookeeper_cycle")
+    if r is None:
+        table.missing("13 zookeeper cycle", "failed (see figure13.txt)")
+    else:
+        guard, floor = float(r["guard_median_us"]), float(r["floor_median_us"])
+        reference = (f"raw floor (create + delete, waited) {us(floor)}, "
+                     f"p99 {us(float(r['floor_p99_us']))}")
+        table.add("13 zookeeper cycle (destructor)",
+                  f"{us(guard)}, p99 {us(float(r['guard_p99_us']))}", reference,
+                  f"{guard / floor:.2f}×", "≤ 1.3×", verdict(guard / floor <= 1.3))
+        if "waited_median_us" in r:
+            waited = float(r["waited_median_us"])
+            table.add("13 zookeeper cycle, release()",
+                      f"{us(waited)}, p99 {us(float(r['waited_p99_us']))}", f"raw floor {us(floor)}",
+                      f"{waited / floor:.2f}×", "(for comparison)", "")
+        if "dlock_requests_median_us" in r:
+            raw = float(r["dlock_requests_median_us"])
+            table.add("13 dlock's requests, raw C client", us(raw), f"raw floor {us(floor)}",
+                      f"{raw / floor:.2f}×", "(for comparison)", "")
+    r = result_line(read(results, "figure13-handoff.txt"), "zookeeper_handoff")
+    if r is None:
+        table.missing("13 zookeeper handoff", "failed or not run")
+        return
+    median, floor = float(r["median_us"]), float(r["floor_median_us"])
+    table.add("13 zookeeper handoff median", f"{us(median)}, p99 {us(float(r['p99_us']))}",
+              f"raw watch + getChildren floor {us(floor)}",
+              f"{float(r['floor_ratio']):.2f}× (blocks in turn)", "≤ 1.3×",
+              verdict(float(r["floor_ratio"]) <= 1.3))
+    if "create_floor_median_us" in r:
+        table.add("13 zookeeper handoff, create floor", us(median),
+                  f"raw watch + create floor {us(float(r['create_floor_median_us']))}",
+                  f"{float(r['create_floor_ratio']):.2f}× (blocks in turn)", "(for comparison)", "")
+
+
 def main():
     if len(sys.argv) != 2 or not os.path.isdir(sys.argv[1]):
         print("usage: report.py RESULTS_DIR", file=sys.stderr)
@@ -281,6 +317,7 @@ def main():
     figure7(results, table, cycle, handoff)
     figure8(results, table)
     figure12(results, table)
+    figure13(results, table)
     table.print()
     return 0
 

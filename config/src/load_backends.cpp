@@ -1,8 +1,11 @@
-// The `backends:` section: each backend's topology, address, servers and credentials.
+// The `backends:` section: each backend's topology, address, servers and credentials (a
+// zookeeper backend's own keys are in load_zookeeper.cpp).
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -151,6 +154,7 @@ BackendConfig Loader::backend(const Entry& entry) const {
   check_tls(items, backend);
   warn_even_instances(items, backend);
   warn_dsn_timeout(items, backend);
+  if (spec.topology == Topology::kZookeeper) check_session_timeout(items, backend);
   return backend;
 }
 
@@ -177,6 +181,7 @@ void Loader::check_backend_keys(const std::vector<Entry>& items, const TopologyS
   if (spec.server != Server::kNone) {
     allowed.insert(allowed.end(), std::begin(kConnectionKeys), std::end(kConnectionKeys));
   }
+  if (spec.server == Server::kZookeeper) std::erase(allowed, "pool_size");
   if (spec.server == Server::kRedis) {
     allowed.insert(allowed.end(), std::begin(kRedisKeys), std::end(kRedisKeys));
   }
@@ -201,6 +206,21 @@ void Loader::check_backend_keys(const std::vector<Entry>& items, const TopologyS
     fail(item.key_mark, item.path,
          "does not apply to a postgres backend: hosts, credentials, database and TLS go in "
          "'dsn'");
+  }
+  if (spec.server == Server::kZookeeper) {
+    std::string_view why;
+    if (item.key == "pool_size") {
+      why = "it holds one ZooKeeper session, not a pool of connections";
+    } else if (contains(kRedisServerKeys, item.key)) {
+      why = "the ensemble's servers go in 'hosts'";
+    } else if (item.key == "database") {
+      why = "ZooKeeper has no databases; give the backend a 'root' of its own instead";
+    } else if (contains(kRedisKeys, item.key)) {
+      why = "it takes no credentials or TLS settings; the servers go in 'hosts'";
+    }
+    if (!why.empty()) {
+      fail(item.key_mark, item.path, fmt::format("does not apply to a zookeeper backend: {}", why));
+    }
   }
   if (owner != nullptr) {
     fail(
@@ -231,6 +251,12 @@ void Loader::backend_value(const Entry& item, const TopologySpec& spec,
     backend.dsn = dsn(item);
   } else if (key == "table") {
     backend.table = table(item);
+  } else if (key == "hosts") {
+    backend.endpoints = zookeeper_hosts(item);
+  } else if (key == "session_timeout") {
+    backend.session_timeout = session_timeout(item);
+  } else if (key == "root") {
+    backend.root = znode_root(item);
   } else if (key == "tls") {
     tls_settings(item, backend.tls);
   } else if (key == "master_name") {

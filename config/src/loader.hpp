@@ -1,7 +1,8 @@
-// The YAML loader, in five files: load.cpp (the document, scalar values and lock settings),
+// The YAML loader, in six files: load.cpp (the document, scalar values and lock settings),
 // load_backends.cpp (the `backends:` section), load_tls.cpp (a Redis backend's `tls:` block),
-// load_postgres.cpp (a postgres backend's `dsn` and `table`) and messages.cpp (the text of
-// its messages). Only these files know yaml-cpp.
+// load_postgres.cpp (a postgres backend's `dsn` and `table`), load_zookeeper.cpp (a zookeeper
+// backend's `hosts`, `session_timeout` and `root`) and messages.cpp (the text of its
+// messages). Only these files know yaml-cpp.
 #pragma once
 
 #include <fmt/format.h>
@@ -26,7 +27,7 @@ using KeyList = std::vector<std::string_view>;
 
 inline constexpr std::string_view kDefaultBackend = "default";
 inline constexpr std::string_view kTopologyList =
-    "single, sentinel, cluster, redlock, memory, postgres";
+    "single, sentinel, cluster, redlock, memory, postgres, zookeeper";
 using common::kDurationUnits;
 inline constexpr std::size_t kMaxServiceLength = 128;
 inline constexpr int kMaxPoolSize = 1024;
@@ -56,18 +57,27 @@ inline constexpr std::string_view kRedlockKeys[] = {"instances", "clock_drift_fa
 inline constexpr std::string_view kRedlockRequired[] = {"instances"};
 inline constexpr std::string_view kPostgresKeys[] = {"dsn", "table"};
 inline constexpr std::string_view kPostgresRequired[] = {"dsn"};
+inline constexpr std::string_view kZookeeperKeys[] = {"hosts", "session_timeout", "root"};
+inline constexpr std::string_view kZookeeperRequired[] = {"hosts"};
 
 // PostgreSQL names are at most 63 bytes; dlock adds `_runs` and `_audit` to the table's.
 inline constexpr std::size_t kMaxIdentifierLength = 63;
 inline constexpr std::size_t kMaxTableLength = kMaxIdentifierLength - 6;
 
+// ZooKeeper: the client port, the session timeouts accepted, the longest `root`.
+inline constexpr int kZookeeperPort = 2181;
+inline constexpr Millis kMinSessionTimeout{1000};
+inline constexpr Millis kMaxSessionTimeout{600000};
+inline constexpr std::size_t kMaxRootLength = 512;
+
 // What a backend talks to, which decides the keys it takes besides its own.
-enum class Server { kRedis, kPostgres, kNone };
+enum class Server { kRedis, kPostgres, kZookeeper, kNone };
 
 struct TopologySpec {
   Topology topology;
   std::string_view name;
-  Keys own_keys;  // besides `topology`, kConnectionKeys and, for Redis, kRedisKeys
+  Keys own_keys;  // besides `topology`, kConnectionKeys (all but pool_size for ZooKeeper)
+                  // and, for Redis, kRedisKeys
   Keys required;
   Server server;
 };
@@ -79,6 +89,7 @@ inline constexpr TopologySpec kTopologies[] = {
     {Topology::kRedlock, "redlock", kRedlockKeys, kRedlockRequired, Server::kRedis},
     {Topology::kMemory, "memory", {}, {}, Server::kNone},
     {Topology::kPostgres, "postgres", kPostgresKeys, kPostgresRequired, Server::kPostgres},
+    {Topology::kZookeeper, "zookeeper", kZookeeperKeys, kZookeeperRequired, Server::kZookeeper},
 };
 
 // Text for messages (messages.cpp).
@@ -92,6 +103,7 @@ std::string redact_address(std::string_view text);
 std::string endpoint_text(const Endpoint& endpoint);
 std::string canonical_endpoint(const Endpoint& endpoint);
 std::string address_problem(std::string_view text);
+std::string server_problem(std::string_view text);
 std::string_view address_form(std::string_view text, bool tls);
 std::string syntax_hint(const std::string& text, int line);
 std::string kind_of(const YAML::Node& node);
@@ -264,6 +276,23 @@ class Loader {
 
   // `name` or `schema.name`, in the lower case SQL reads unquoted names in.
   std::string table(const Entry& item) const;
+
+  // A zookeeper backend's `hosts`: a list of host:port (port 2181 when omitted), all
+  // different, without a chroot.
+  std::vector<Endpoint> zookeeper_hosts(const Entry& item) const;
+
+  // One entry of `hosts`.
+  Endpoint zookeeper_host(const Entry& element) const;
+
+  // A zookeeper backend's `session_timeout`, within kMinSessionTimeout..kMaxSessionTimeout.
+  Millis session_timeout(const Entry& item) const;
+
+  // A zookeeper backend's `root`: an absolute znode path dlock may create.
+  std::string znode_root(const Entry& item) const;
+
+  // A renewal must be able to fail and be retried within the session.
+  void check_session_timeout(const std::vector<Entry>& items, const BackendConfig& backend) const;
+
 
   // The backend's connect_timeout bounds a connection, not one given in the dsn.
   void warn_dsn_timeout(const std::vector<Entry>& items, const BackendConfig& backend) const;

@@ -156,6 +156,31 @@ std::string address_problem(std::string_view text) {
   return std::string(kForms);
 }
 
+// Why parse_server refused `text`, a ZooKeeper server (host, host:port, [ipv6]:port), in the
+// words address_problem uses.
+std::string server_problem(std::string_view text) {
+  if (!text.empty() && text.front() != '[' && std::count(text.begin(), text.end(), ':') > 1) {
+    return "put an IPv6 address in brackets, e.g. \"[::1]:2181\"";
+  }
+  if (text.empty() || text.front() == ':') return "missing host";
+  // host_port_problem blames the port for any fault after a ':'; when the port is a good one,
+  // the fault is in the host.
+  const bool bracketed = !text.empty() && text.front() == '[';
+  const std::size_t close = bracketed ? text.find(']') : 0;
+  const std::size_t colon =
+      close == std::string_view::npos ? close : text.find(':', bracketed ? close : 0);
+  const std::string_view port = colon == std::string_view::npos ? "" : text.substr(colon + 1);
+  const bool digits =
+      !port.empty() && port.size() <= 5 &&
+      std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const int number = digits ? std::stoi(std::string(port)) : 0;
+  if (number < 1 || number > 65535) {
+    if (const auto problem = host_port_problem(text)) return *problem;
+  }
+  if (bracketed) return "expected [ipv6] or [ipv6]:port with a valid IPv6 address";
+  return "expected host:port, host or [ipv6]:port; a host is a DNS name or an IPv4 address";
+}
+
 // How an address was written, for messages about mixing TLS and plain entries.
 std::string_view address_form(std::string_view text, bool tls) {
   if (tls) return "rediss://";

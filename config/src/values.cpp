@@ -1,4 +1,5 @@
-// The two scalar grammars of the configuration file: durations and Redis addresses.
+// The two scalar grammars of the configuration file: durations and server addresses (Redis
+// addresses, and the plain host:port of a ZooKeeper server).
 #include <arpa/inet.h>
 
 #include <array>
@@ -117,9 +118,10 @@ std::optional<int> parse_port(std::string_view text) {
   return static_cast<int>(*port);
 }
 
-// `host`, `host:port`, `[ipv6]` or `[ipv6]:port`.
-std::optional<Endpoint> parse_host_port(std::string_view text) {
+// `host`, `host:port`, `[ipv6]` or `[ipv6]:port`; `default_port` when no port is written.
+std::optional<Endpoint> parse_host_port(std::string_view text, int default_port = 6379) {
   Endpoint endpoint;
+  endpoint.port = default_port;
   std::string_view port_text;
   bool has_port = false;
   if (!text.empty() && text.front() == '[') {
@@ -161,6 +163,10 @@ std::optional<Millis> parse_duration(std::string_view text) {
 }
 
 namespace internal {
+
+std::optional<Endpoint> parse_server(std::string_view text, int default_port) {
+  return parse_host_port(text, default_port);
+}
 
 std::optional<ParsedAddress> parse_address_parts(std::string_view text, const AddressPart& part) {
   ParsedAddress result;

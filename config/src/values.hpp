@@ -20,6 +20,10 @@ using AddressPart = std::function<std::optional<std::string>(std::string_view ra
 [[nodiscard]] std::optional<ParsedAddress> parse_address_parts(std::string_view text,
                                                                const AddressPart& part);
 
+/// `host`, `host:port`, `[ipv6]` or `[ipv6]:port`, nothing else (no scheme, no user info):
+/// a ZooKeeper server. `default_port` when none is written.
+[[nodiscard]] std::optional<Endpoint> parse_server(std::string_view text, int default_port);
+
 /// `250ms`, `30s`, `10m`, `1h`: the largest unit that divides the value.
 [[nodiscard]] std::string format_millis(Millis value);
 

@@ -34,6 +34,10 @@ struct GrantRequest {
   /// releases only while someone waits (postgres) notes the waiter with a busy answer; a
   /// later attempt renews it.
   bool waiting = false;
+  /// The caller's armed watch (from Backend::watch, for this key), when it waits: an engine
+  /// whose wake-up depends on where this attempt stands (ZooKeeper watches the node just
+  /// before the caller's own) arms it here.
+  class ReleaseWatch* watch = nullptr;
 };
 
 struct GrantReply {
@@ -123,6 +127,15 @@ class Backend {
   /// Whether a release hands the lock to a queued waiter (GrantRequest::place) and says so
   /// in its notification, which the waiter's watch then reports as kGranted.
   [[nodiscard]] virtual bool hands_off() const { return false; }
+  /// The longest a lock outlives its holder's last contact with the engine, when the engine
+  /// decides that rather than the lease (a ZooKeeper session's timeout): the core holds its
+  /// leases to at most this, so that validity, renewal and loss detection follow it.
+  [[nodiscard]] virtual Millis lease_limit() const { return Millis::max(); }
+  /// How often the watchdog renews a lease of `lease`: a third by default. An engine whose
+  /// client gives a silent server up only late in a lease (ZooKeeper's, after two thirds of
+  /// the session timeout) renews more often, so that a renewal confirmed shortly before a
+  /// server stalled keeps the lease valid until the client has moved to another.
+  [[nodiscard]] virtual Clock::duration renew_every(Millis lease) const { return lease / 3; }
 
   [[nodiscard]] virtual const BackendConfig& config() const = 0;
 };

@@ -200,7 +200,8 @@ class ClientCore::Acquisition {
       const Millis asked = watch_ ? place_ : Millis{0};
       GrantReply reply =
           backend_->acquire(
-              GrantRequest{key_, owner_, first_ttl_, name_, give_up_at, asked, watch_ != nullptr});
+              GrantRequest{key_, owner_, first_ttl_, name_, give_up_at, asked, watch_ != nullptr,
+                           watch_.get()});
       maybe_applied_ = maybe_applied_ || reply.outcome_unknown;
       switch (reply.kind) {
         case GrantReply::Kind::kAcquired: {
@@ -313,7 +314,16 @@ class ClientCore::Acquisition {
   Clock::time_point queued_at_{};  // when the last try that kept our place was sent
 };
 
-Lease ClientCore::acquire(const Key& key, const LockSettings& settings, std::string_view name) {
+Lease ClientCore::acquire(const Key& key, const LockSettings& asked, std::string_view name) {
+  // Held to the engine's limit (a ZooKeeper session): validity and renewals follow it.
+  LockSettings bounded;
+  const LockSettings* use = &asked;
+  if (const Millis limit = backend(asked.backend)->lease_limit(); limit < asked.lease) {
+    bounded = asked;
+    bounded.lease = limit;
+    use = &bounded;
+  }
+  const LockSettings& settings = *use;
   refuse_short_lease(key, settings);
   Reentry again = reenter(key, settings);
   if (again.held) return Lease::granted(std::move(again.held));

@@ -9,6 +9,7 @@
 #include "redis/sentinel_backend.hpp"
 #include "redis/single_backend.hpp"
 #include "redis/tls.hpp"
+#include "zookeeper/zookeeper_backend.hpp"
 
 namespace dlock {
 
@@ -20,6 +21,7 @@ const char* to_string(Topology topology) noexcept {
     case Topology::kRedlock: return "redlock";
     case Topology::kMemory: return "memory";
     case Topology::kPostgres: return "postgres";
+    case Topology::kZookeeper: return "zookeeper";
   }
   return "unknown";
 }
@@ -53,7 +55,7 @@ Engine make_engine(const BackendConfig& config, const std::string& service,
   // the connections find the context in TlsContext's registry.
   std::string why;
   if (config.tls.enabled && config.topology != Topology::kMemory &&
-      config.topology != Topology::kPostgres &&
+      config.topology != Topology::kPostgres && config.topology != Topology::kZookeeper &&
       !TlsContext::get(config.tls, why)) {
     throw ConfigError(fmt::format("backends.{}.tls: {}", config.name, why));
   }
@@ -78,6 +80,8 @@ Engine make_engine(const BackendConfig& config, const std::string& service,
       return make_redlock_backend(config, service, std::move(metrics));
     case Topology::kPostgres:
       return make_postgres_backend(config, service, std::move(metrics));
+    case Topology::kZookeeper:
+      return make_zookeeper_backend(config, service, std::move(metrics));
   }
   throw ConfigError(fmt::format("backends.{}: unknown topology", config.name));
 }

@@ -67,8 +67,9 @@ void Watchdog::push(Task task) {
 }
 
 void Watchdog::track(const std::shared_ptr<LeaseState>& lease) {
-  // With max_hold under lease/3 the first task is the max_hold mark itself.
-  push(Task{std::min(later(lease->acquired_at, lease->settings.lease / 3), lease->hold_deadline()),
+  // With max_hold under a renewal interval the first task is the max_hold mark itself.
+  push(Task{std::min(later(lease->acquired_at, lease->backend->renew_every(lease->settings.lease)),
+                    lease->hold_deadline()),
             lease, nullptr, Kind::kRenew});
 }
 
@@ -272,7 +273,7 @@ void Watchdog::renewed(const std::shared_ptr<LeaseState>& lease, const RenewItem
       bump(metrics_->renewals);
       const auto until = later(sent, item.ttl);
       lease->extend_validity(until);
-      auto next = later(sent, lease->settings.lease / 3);
+      auto next = later(sent, lease->backend->renew_every(lease->settings.lease));
       // The last renewal before max_hold sets the key to expire exactly at max_hold.
       if (until >= lease->hold_deadline()) next = lease->hold_deadline();
       again.push_back(Task{next, lease, nullptr, Kind::kRenew});

@@ -31,7 +31,8 @@ class Watchdog {
   /// Stops every thread: joins them, or lets the calling one finish by itself.
   void stop() noexcept;
 
-  /// Starts renewing a newly granted lease at acquired_at + lease/3.
+  /// Starts renewing a newly granted lease at acquired_at + Backend::renew_every(lease)
+  /// (lease/3 but on zookeeper).
   void track(const std::shared_ptr<LeaseState>& lease);
 
   /// An acquisition timed out but may have been applied: release `owner`'s key, if it

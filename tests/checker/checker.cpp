@@ -1,6 +1,6 @@
 // dlock_checker: mutual exclusion under faults, checked over a recorded history.
 //
-//   dlock_checker --topology single|sentinel|cluster|redlock|two-backends|postgres
+//   dlock_checker --topology single|sentinel|cluster|redlock|two-backends|postgres|zookeeper
 //                 [--seconds 25] [--workers 4] [--lease-ms 1000] [--work-us 2000] [--seed N]
 //                 [--liveness-bound-ms 3000] [--wait-replicas N (sentinel; default 1)]
 //                 [--broken-lock] [--no-fencing] [--keep]

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "postgres_server.hpp"
+#include "zookeeper_ensemble.hpp"
 
 namespace checker {
 namespace {
@@ -534,6 +535,114 @@ class Postgres final : public Topology {
   std::chrono::milliseconds lease_;
 };
 
+// ---------------------------------------------------------------------------------------
+// zookeeper: a 3-member ensemble (ticks of 200 ms, so that elections take well under a
+// second), each member behind a proxy. The session timeout is the lease: a holder stopped past
+// its lease (pause-holder) loses its session and its znode, and its write when it resumes must
+// be refused by fencing. Faults: the leader killed and started again, a member stopped
+// (SIGSTOP), every member killed and started again on its data, and the proxies of one member
+// or of all of them holding, delaying or resetting connections (all of them for longer than a
+// session: the ensemble expires the sessions behind them).
+class Zookeeper final : public Topology {
+ public:
+  explicit Zookeeper(std::chrono::milliseconds lease) : ensemble_(options()), lease_(lease) {}
+  static dlock::test::ZookeeperEnsemble::Options options() {
+    dlock::test::ZookeeperEnsemble::Options o;
+    o.name = "checker-zookeeper";
+    o.tick = 200ms;
+    return o;
+  }
+  void start() override {
+    ensemble_.start();
+    for (int i = 0; i < ensemble_.members(); ++i) {
+      proxies_.push_back(
+          std::make_unique<dlock::test::TcpProxy>("127.0.0.1", ensemble_.client_port(i)));
+    }
+  }
+  std::string backend_yaml() override {
+    std::vector<std::string> hosts;
+    for (const auto& proxy : proxies_) hosts.push_back(proxy->endpoint());
+    // The lease is the session: the shortest the ensemble grants is two ticks (400 ms).
+    const auto session = std::max(lease_, 1000ms);
+    return fmt::format(
+        "    topology: zookeeper\n    hosts: {}\n    session_timeout: {}ms\n"
+        "    connect_timeout: 500ms\n    command_timeout: {}ms\n    poll_interval: 100ms\n",
+        yaml_list(hosts), session.count(), session.count() * 2 / 5);
+  }
+  bool speaks_redis() const override { return false; }
+  std::vector<std::string> fault_kinds() const override {
+    std::vector<std::string> kinds{"kill-leader", "stop-member", "restart-ensemble",
+                                   "net-all-blackhole"};
+    kinds.insert(kinds.end(), kNetworkFaults.begin(), kNetworkFaults.end());
+    return kinds;
+  }
+  std::string inject(const std::string& kind, std::mt19937& rng) override {
+    if (kind == "kill-leader") {
+      const int leader = ensemble_.leader();
+      if (leader < 0) return "skipped: no leader to kill";
+      ensemble_.kill(leader);
+      const auto begun = std::chrono::steady_clock::now();
+      ensemble_.wait_serving();
+      const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::steady_clock::now() - begun);
+      std::this_thread::sleep_for(between(rng, 200ms, lease_));
+      ensemble_.start_member(leader);
+      ensemble_.wait_serving();
+      return fmt::format("leader {} killed (SIGKILL), a new one served after {} ms; restarted",
+                         leader + 1, took.count());
+    }
+    if (kind == "stop-member") {
+      const int member = static_cast<int>(pick(rng, ensemble_.members()));
+      const auto stopped = lease_ + between(rng, 200ms, 1000ms);
+      const bool was_leader = ensemble_.leader() == member;
+      ensemble_.pause(member);
+      std::this_thread::sleep_for(stopped);
+      ensemble_.resume(member);
+      ensemble_.wait_serving();
+      return fmt::format("member {}{} stopped (SIGSTOP) for {} ms", member + 1,
+                         was_leader ? " (the leader)" : "", stopped.count());
+    }
+    if (kind == "restart-ensemble") {
+      for (int i = 0; i < ensemble_.members(); ++i) ensemble_.kill(i);
+      std::this_thread::sleep_for(between(rng, 100ms, lease_ / 2));
+      for (int i = 0; i < ensemble_.members(); ++i) ensemble_.start_member(i);
+      const auto begun = std::chrono::steady_clock::now();
+      ensemble_.wait_serving();
+      const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::steady_clock::now() - begun);
+      return fmt::format("every member killed (SIGKILL) and started again on its data, "
+                         "serving after {} ms",
+                         took.count());
+    }
+    if (kind == "net-all-blackhole") {
+      const auto held = lease_ + between(rng, 200ms, 1000ms);
+      for (auto& proxy : proxies_) proxy->blackhole();
+      std::this_thread::sleep_for(held);
+      for (auto& proxy : proxies_) proxy->pass();
+      return fmt::format("connections to every member held (blackhole) for {} ms, past the "
+                         "session timeout",
+                         held.count());
+    }
+    if (!is_network_fault(kind)) throw std::logic_error("zookeeper: no fault " + kind);
+    const std::size_t member = pick(rng, proxies_.size());
+    return network_fault(kind, *proxies_[member], lease_, rng,
+                         fmt::format("member {}", member + 1));
+  }
+  void wait_healthy() override {
+    for (int i = 0; i < ensemble_.members(); ++i) {
+      if (ensemble_.paused(i)) ensemble_.resume(i);
+      if (!ensemble_.running(i)) ensemble_.start_member(i);
+    }
+    for (auto& proxy : proxies_) proxy->pass();
+    ensemble_.wait_serving();
+  }
+
+ private:
+  dlock::test::ZookeeperEnsemble ensemble_;
+  std::vector<std::unique_ptr<dlock::test::TcpProxy>> proxies_;
+  std::chrono::milliseconds lease_;
+};
+
 }  // namespace
 
 std::unique_ptr<Topology> make_topology(const std::string& name, std::chrono::milliseconds lease,
@@ -544,8 +653,10 @@ std::unique_ptr<Topology> make_topology(const std::string& name, std::chrono::mi
   if (name == "redlock") return std::make_unique<Redlock>(lease);
   if (name == "two-backends") return std::make_unique<TwoBackends>(lease);
   if (name == "postgres") return std::make_unique<Postgres>(lease);
-  throw std::invalid_argument("--topology: unknown topology '" + name +
-                              "' (single, sentinel, cluster, redlock, two-backends or postgres)");
+  if (name == "zookeeper") return std::make_unique<Zookeeper>(lease);
+  throw std::invalid_argument(
+      "--topology: unknown topology '" + name +
+      "' (single, sentinel, cluster, redlock, two-backends, postgres or zookeeper)");
 }
 
 }  // namespace checker

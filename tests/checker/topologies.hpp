@@ -71,7 +71,8 @@ class Topology {
 
 /// single, sentinel (clients use `wait_replicas`, ignored by the others), cluster, redlock,
 /// two-backends (a single server for the lock, and a second single server that stalls) or
-/// postgres (one PostgreSQL server); throws on another name.
+/// postgres (one PostgreSQL server) or zookeeper (a 3-member ensemble); throws on another
+/// name.
 std::unique_ptr<Topology> make_topology(const std::string& name, std::chrono::milliseconds lease,
                                         int wait_replicas);
 

@@ -11,6 +11,7 @@
 #include "dlock/dlock.hpp"
 #include "endpoints.hpp"
 #include "postgres_server.hpp"
+#include "zookeeper_ensemble.hpp"
 #include "redis_groups.hpp"
 #include "redis_process.hpp"
 
@@ -36,6 +37,9 @@ class Topo {
  public:
   virtual ~Topo() = default;
   virtual Config config() = 0;
+  /// How long a lease lasts at most without renewal, when the engine decides that (a
+  /// ZooKeeper session) rather than the lease asked for.
+  [[nodiscard]] virtual Millis lease_limit() const { return Millis::max(); }
 };
 
 class MemoryTopo : public Topo {
@@ -148,6 +152,28 @@ class PostgresTopo : public Topo {
   }
 };
 
+class ZookeeperTopo : public Topo {
+ public:
+  Config config() override {
+    static ZookeeperEnsemble& ensemble = *[] {
+      static ZookeeperEnsemble e;
+      e.start();
+      return &e;
+    }();
+    Config c = MemoryTopo().config();
+    BackendConfig& b = c.backends["default"];
+    b.topology = Topology::kZookeeper;
+    for (int i = 0; i < ensemble.members(); ++i) {
+      b.endpoints.push_back(Endpoint{"127.0.0.1", ensemble.client_port(i)});
+    }
+    b.session_timeout = 4s;
+    b.connect_timeout = 1s;
+    b.command_timeout = 1s;
+    return c;
+  }
+  [[nodiscard]] Millis lease_limit() const override { return 4s; }
+};
+
 class LockContract : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -157,9 +183,14 @@ class LockContract : public ::testing::TestWithParam<std::string> {
     if (GetParam() == "cluster") topo_ = std::make_unique<ClusterTopo>();
     if (GetParam() == "redlock") topo_ = std::make_unique<RedlockTopo>();
     if (GetParam() == "postgres") topo_ = std::make_unique<PostgresTopo>();
+    if (GetParam() == "zookeeper") topo_ = std::make_unique<ZookeeperTopo>();
     ASSERT_TRUE(topo_) << GetParam();
   }
   Client make_client() { return Client(topo_->config()); }
+  /// What remains of a fresh lease of `lease`, at least.
+  [[nodiscard]] Millis fresh(Millis lease) const {
+    return std::min(lease, topo_->lease_limit()) * 9 / 10;
+  }
 
   std::unique_ptr<Topo> topo_;
 };
@@ -232,7 +263,8 @@ TEST_P(LockContract, CurrentLeaseIsTheInnermostHoldOfThisThread) {
     EXPECT_EQ(view.key(), Key("inner"));
     EXPECT_EQ(view.name(), "inner-guard");
     EXPECT_EQ(view.token(), inner.token());
-    EXPECT_GT(view.remaining(), 9s);
+    EXPECT_GT(view.remaining(), fresh(10s));
+    EXPECT_LE(view.remaining(), std::min<Millis>(10s, topo_->lease_limit()));
     EXPECT_FALSE(view.lost());
     bool seen_elsewhere = true;
     std::thread([&] { seen_elsewhere = static_cast<bool>(current_lease()); }).join();
@@ -405,7 +437,7 @@ TEST_P(LockContract, TheLongestConfigurableDurationsDoNotOverflow) {
   s.min_hold = longest;
   Lease lease = a.acquire("forever", s);
   ASSERT_TRUE(lease) << lease.error();
-  EXPECT_GT(lease.remaining(), std::chrono::hours(24 * 365));
+  EXPECT_GT(lease.remaining(), fresh(std::chrono::hours(24 * 365)));
   EXPECT_EQ(b.try_acquire("forever", settings(1s)).status(), AcquireStatus::kBusy);
   Lease waiting = b.acquire("forever", settings(1s, 50ms));
   EXPECT_EQ(waiting.status(), AcquireStatus::kBusy);
@@ -580,7 +612,7 @@ TEST_P(LockContract, ClientsNameTheSameSlotFromTheServersClock) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, LockContract,
                          ::testing::Values("memory", "single", "sentinel", "cluster", "redlock",
-                                           "postgres"),
+                                           "postgres", "zookeeper"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -35,6 +35,27 @@ bool is_table_name(std::string_view table) {
   return part(name, 57) && (dot == std::string_view::npos || part(table.substr(0, dot), 63));
 }
 
+// An absolute znode path ZooKeeper takes and dlock may create: no empty, '.' or '..'
+// component, not under /zookeeper, at most 512 bytes, no control bytes (the loader's UTF-8
+// and code point checks are not repeated here).
+bool is_znode_root(std::string_view root) {
+  if (root.size() < 2 || root.size() > 512 || root.front() != '/' || root.back() == '/') {
+    return false;
+  }
+  for (char c : root) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return false;
+  }
+  for (std::size_t start = 1; start <= root.size();) {
+    std::size_t slash = root.find('/', start);
+    if (slash == std::string_view::npos) slash = root.size();
+    const std::string_view component = root.substr(start, slash - start);
+    if (component.empty() || component == "." || component == "..") return false;
+    if (start == 1 && component == "zookeeper") return false;
+    start = slash + 1;
+  }
+  return true;
+}
+
 void check_error(const dlock::ConfigError& error) {
   const std::string_view what = error.what();
   // FILE:LINE:COL: error: ..., or FILE: error: ... when there is no position.
@@ -73,6 +94,28 @@ void check_backend(const std::string& name, const dlock::BackendConfig& b) {
     DLOCK_FUZZ_CHECK(is_table_name(b.table), "postgres table '{}'", b.table);
   } else {
     DLOCK_FUZZ_CHECK(!b.endpoints.empty(), "backend '{}' without endpoints", name);
+  }
+  if (b.topology == Topology::kZookeeper) {
+    DLOCK_FUZZ_CHECK(b.dsn.empty() && b.username.empty() && b.password.empty() && b.database == 0 &&
+                         !b.tls.enabled && b.pool_size == 8,
+                     "zookeeper backend '{}' with a key of another topology", name);
+    DLOCK_FUZZ_CHECK(b.session_timeout >= Millis{1000} && b.session_timeout <= Millis{600000},
+                     "zookeeper session_timeout {}", b.session_timeout.count());
+    DLOCK_FUZZ_CHECK(b.session_timeout > 2 * b.command_timeout,
+                     "zookeeper session_timeout {} not above twice command_timeout {}",
+                     b.session_timeout.count(), b.command_timeout.count());
+    DLOCK_FUZZ_CHECK(is_znode_root(b.root), "zookeeper root '{}'", b.root);
+    for (std::size_t i = 0; i < b.endpoints.size(); ++i) {
+      for (std::size_t j = 0; j < i; ++j) {
+        DLOCK_FUZZ_CHECK(!(b.endpoints[i] == b.endpoints[j]), "zookeeper host '{}':{} twice",
+                         b.endpoints[i].host, b.endpoints[i].port);
+      }
+    }
+  } else {
+    // Keys only a zookeeper backend takes.
+    DLOCK_FUZZ_CHECK(b.session_timeout == Millis{10000} && b.root == "/dlock",
+                     "backend '{}' with session_timeout {} root '{}'", name,
+                     b.session_timeout.count(), b.root);
   }
   if (b.topology == Topology::kSingle) DLOCK_FUZZ_CHECK(b.endpoints.size() == 1, "single: {}", b.endpoints.size());
   if (b.topology == Topology::kSentinel) DLOCK_FUZZ_CHECK(!b.master_name.empty(), "no master_name");
@@ -123,7 +166,9 @@ void check_config(const dlock::Config& config) {
   DLOCK_FUZZ_CHECK(!config.backends.empty(), "no backends");
   DLOCK_FUZZ_CHECK(config.defaults.backend || config.backends.count("default") == 1,
                    "no default backend");
-  for (const auto& [name, backend] : config.backends) check_backend(name, backend);
+  for (const auto& [name, backend] : config.backends) {
+    check_backend(name, backend);
+  }
   check_overrides(config, config.defaults);
   for (const auto& [name, o] : config.policies) {
     DLOCK_FUZZ_CHECK(!name.empty(), "empty policy name");

@@ -27,7 +27,7 @@ inline constexpr Millis kMinimumLease{3};
 enum class OnBusy { kThrow, kSkip };
 
 /// Which kind of lock server a backend talks to.
-enum class Topology { kSingle, kSentinel, kCluster, kRedlock, kMemory, kPostgres };
+enum class Topology { kSingle, kSentinel, kCluster, kRedlock, kMemory, kPostgres, kZookeeper };
 
 /// The topology's name as the configuration spells it ("single", "sentinel", ...).
 [[nodiscard]] const char* to_string(Topology topology) noexcept;
@@ -59,7 +59,7 @@ struct BackendConfig {
   std::string name;
   Topology topology = Topology::kSingle;
   /// single: one endpoint; sentinel: the sentinels; cluster: seed nodes; redlock: instances;
-  /// postgres: none (the hosts are in `dsn`).
+  /// zookeeper: the ensemble's servers (`hosts`); postgres: none (the hosts are in `dsn`).
   std::vector<Endpoint> endpoints;
   std::string master_name;              ///< sentinel only
   int wait_replicas = 0;                ///< sentinel only
@@ -81,6 +81,13 @@ struct BackendConfig {
   /// postgres only: the lock table, `name` or `schema.name`, created if missing; run
   /// records and the audit list live in `<table>_runs` and `<table>_audit`.
   std::string table = "dlock_locks";
+  /// zookeeper only: the session timeout asked of the ensemble (it may grant another within
+  /// its min/max; the shorter of the two bounds a lease). A held lock outlives a holder that
+  /// stopped talking to the ensemble by at most this.
+  Millis session_timeout{10000};
+  /// zookeeper only: an absolute znode path; the znodes of a service live under
+  /// `<root>/<service>/`, created as needed.
+  std::string root = "/dlock";
 };
 
 /// Lock settings at one level of precedence; unset fields fall through to the level below.

@@ -1,7 +1,5 @@
 #include "postgres/pg_rows.hpp"
 
-#include <openssl/evp.h>
-
 #include <algorithm>
 
 namespace dlock::internal {
@@ -14,27 +12,6 @@ std::uint64_t token_of(const PgResult& result, int row, int column) {
 }
 
 }  // namespace
-
-std::string hex(std::string_view bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out.push_back(kDigits[c >> 4]);
-    out.push_back(kDigits[c & 15]);
-  }
-  return out;
-}
-
-std::string unhex(std::string_view text) {
-  const auto digit = [](char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
-  std::string out;
-  out.reserve(text.size() / 2);
-  for (std::size_t i = 0; i + 1 < text.size(); i += 2) {
-    out.push_back(static_cast<char>(digit(text[i]) * 16 + digit(text[i + 1])));
-  }
-  return out;
-}
 
 std::string array_of(const std::vector<std::string>& items) {
   std::string out = "{";
@@ -137,13 +114,6 @@ ReleaseOutcome release_outcome_of(const PgResult& result) {
 
 bool arrived_late(const PgResult& result) {
   return result.status == Status::kOk && result.rows() == 1 && result.number(0, 0) == -1;
-}
-
-std::string key_digest(std::string_view key) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  if (EVP_Digest(key.data(), key.size(), digest, &size, EVP_sha256(), nullptr) != 1) size = 0;
-  return hex(std::string_view(reinterpret_cast<const char*>(digest), std::min(size, 16U)));
 }
 
 bool usable_service(std::string_view service) {

@@ -8,14 +8,12 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "bytes.hpp"
 #include "dlock/admin.hpp"
 #include "postgres/pg_connection.hpp"
 
 namespace dlock::internal {
 
-/// Bytes as lower-case hex, and back (`unhex` reads what `encode(..., 'hex')` writes).
-[[nodiscard]] std::string hex(std::string_view bytes);
-[[nodiscard]] std::string unhex(std::string_view text);
 /// A text[] literal: every element quoted, `"` and `\` escaped.
 [[nodiscard]] std::string array_of(const std::vector<std::string>& items);
 
@@ -30,9 +28,6 @@ namespace dlock::internal {
 /// kAcquire answered that it arrived after its caller gave up.
 [[nodiscard]] bool arrived_late(const PgResult& result);
 
-/// The first 128 bits of the key's SHA-256, in hex: notification payloads have a size limit
-/// and keys do not.
-[[nodiscard]] std::string key_digest(std::string_view key);
 /// Whether `service` can be PostgreSQL text: UTF-8 without NUL (libpq would cut the value
 /// there, and two services would share their locks), at most 1024 bytes (a notification's
 /// payload holds it).
