@@ -124,6 +124,10 @@ class Backend {
   /// Arms a watch for releases of `key`. Never fails: without notifications the waiter
   /// falls back to polling.
   virtual std::unique_ptr<ReleaseWatch> watch(const Key& key) = 0;
+  /// Whether a watch costs nothing until a try arms it (zookeeper): the core then has one
+  /// from the first try of a call that may wait, so that a busy first try keeps its place in
+  /// the queue instead of leaving it and queueing again.
+  [[nodiscard]] virtual bool watch_is_free() const { return false; }
   /// Whether a release hands the lock to a queued waiter (GrantRequest::place) and says so
   /// in its notification, which the waiter's watch then reports as kGranted.
   [[nodiscard]] virtual bool hands_off() const { return false; }

@@ -193,6 +193,7 @@ class ClientCore::Acquisition {
         place_(backend_->hands_off() ? queue_place(settings, backend_->config()) : Millis{0}) {}
 
   Lease run() {
+    if (settings_.wait > Millis{0} && backend_->watch_is_free()) watch_ = backend_->watch(key_);
     for (;;) {
       const auto sent = Clock::now();
       const auto give_up_at = later(sent, backend_->config().command_timeout);
@@ -249,11 +250,14 @@ class ClientCore::Acquisition {
     }
     const auto now = Clock::now();
     if (now >= deadline_) return Next::kGiveUp;
+    if (!waits_) {
+      waits_ = true;
+      bump(core_.metrics_->waits);
+    }
     if (!watch_) {
       // Arm the watch, then try again at once: a release between our try and the watch
       // would otherwise go unnoticed until the next poll. A grant can come as soon as that
       // try has queued us, before its answer is read: it is expected from now on.
-      bump(core_.metrics_->waits);
       watch_ = backend_->watch(key_);
       if (place_ > Millis{0}) watch_->expect_grant(owner_, 0);
       return Next::kTry;
@@ -308,6 +312,7 @@ class ClientCore::Acquisition {
   const Millis first_ttl_;
   const Millis place_;  // 0: the backend does not hand off
   std::unique_ptr<ReleaseWatch> watch_;
+  bool waits_ = false;  // counted among the waits
   bool met_busy_ = false;
   bool maybe_applied_ = false;
   bool queued_ = false;

@@ -604,15 +604,16 @@ class Zookeeper final : public Topology {
     }
     if (kind == "restart-ensemble") {
       for (int i = 0; i < ensemble_.members(); ++i) ensemble_.kill(i);
-      std::this_thread::sleep_for(between(rng, 100ms, lease_ / 2));
-      for (int i = 0; i < ensemble_.members(); ++i) ensemble_.start_member(i);
+      const auto down = between(rng, 100ms, lease_ / 2);
+      std::this_thread::sleep_for(down);
       const auto begun = std::chrono::steady_clock::now();
+      for (int i = 0; i < ensemble_.members(); ++i) ensemble_.start_member(i);
       ensemble_.wait_serving();
       const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
           std::chrono::steady_clock::now() - begun);
-      return fmt::format("every member killed (SIGKILL) and started again on its data, "
-                         "serving after {} ms",
-                         took.count());
+      return fmt::format("every member killed (SIGKILL), down {} ms, started again on its "
+                         "data and serving after {} ms",
+                         down.count(), took.count());
     }
     if (kind == "net-all-blackhole") {
       const auto held = lease_ + between(rng, 200ms, 1000ms);

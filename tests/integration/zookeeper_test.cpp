@@ -318,5 +318,43 @@ TEST_F(Zookeeper, AnUnreachableEnsembleAnswersUnavailableWithinTheTimeouts) {
   EXPECT_LE(took, 1500);
 }
 
+TEST_F(Zookeeper, AYamlFileWithOnlyTheBackendChangedRunsTheSameCodeAndDlockctlWorksOnIt) {
+  std::string hosts;
+  for (int i = 0; i < ensemble().members(); ++i) {
+    hosts += (i ? ", " : "") + ensemble().endpoint(i);
+  }
+  // A service that no znode name can be as it is: the backend writes it %XX.
+  const std::string service = "shop/" + unique_service();
+  YamlFile file(fmt::format(R"(service: {}
+backends:
+  default:
+    topology: zookeeper
+    hosts: [{}]
+    session_timeout: 4s
+    root: /apps/dlock
+)",
+                            service, hosts));
+  const auto ctl = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {DLOCK_CTL, "--config", file.path()});
+    return run_command(args, 15s);
+  };
+  Client client(load_config(file.path()));
+  Lease held = client.acquire("order:7", settings(10s));
+  ASSERT_TRUE(held) << held.error();
+  EXPECT_EQ(inspector().children("/apps/dlock/shop%2F" + service.substr(5) + "/locks").size(), 1u);
+  EXPECT_EQ(ctl({"check-config"}).status, 0);
+  const CommandResult list = ctl({"list", "order:*"});
+  EXPECT_EQ(list.status, 0);
+  EXPECT_NE(list.output.find("order:7"), std::string::npos) << list.output;
+  const CommandResult inspect = ctl({"--json", "inspect", "order:7"});
+  EXPECT_EQ(inspect.status, 0);
+  EXPECT_NE(inspect.output.find(std::to_string(held.token())), std::string::npos)
+      << inspect.output;
+  EXPECT_EQ(ctl({"release", "order:7", "--force", "--note", "stuck"}).status, 0);
+  EXPECT_EQ(ctl({"inspect", "order:7"}).status, 1);
+  const CommandResult history = ctl({"history"});
+  EXPECT_NE(history.output.find("stuck"), std::string::npos) << history.output;
+}
+
 }  // namespace
 }  // namespace dlock::test

@@ -51,6 +51,7 @@ class ZookeeperBackend final : public Backend, public RunStore, public AdminBack
   std::unique_ptr<ReleaseWatch> watch(const Key&) override {
     return std::make_unique<ZkWatch>(book_);
   }
+  [[nodiscard]] bool watch_is_free() const override { return true; }
   [[nodiscard]] Millis lease_limit() const override { return session_->timeout(); }
   /// Every sixth of the lease: the C client gives a silent server up after two thirds of the
   /// session timeout, and a renewal at most a sixth old keeps the lease valid for a sixth
