@@ -356,5 +356,30 @@ backends:
   EXPECT_NE(history.output.find("stuck"), std::string::npos) << history.output;
 }
 
+TEST(ZookeeperGrant, ALeaseIsNeverLongerThanTheSessionTimeoutTheEnsembleGranted) {
+  // The ensemble grants at most 2 s, whatever is asked; the client asks 10 s.
+  ZookeeperEnsemble::Options options;
+  options.members = 1;
+  options.extra_config = {"maxSessionTimeout=2000"};
+  ZookeeperEnsemble capped(options);
+  capped.start();
+  Config c = config_with({Endpoint{"127.0.0.1", capped.client_port(0)}});
+  c.backends["default"].session_timeout = 10s;
+  Client client(c);
+  // The first call may come before the session is granted: it is then refused, not held to
+  // the 10 s asked.
+  Lease first = client.acquire("k", settings(30s));
+  if (!first) {
+    EXPECT_NE(first.error().find("granted a session timeout of 2000 ms"), std::string::npos)
+        << first.error();
+    first = client.acquire("k", settings(30s));
+  }
+  ASSERT_TRUE(first) << first.error();
+  EXPECT_LE(first.remaining(), 2s);
+  Lease second = client.acquire("other", settings(30s));
+  ASSERT_TRUE(second);
+  EXPECT_LE(second.remaining(), 2s);
+}
+
 }  // namespace
 }  // namespace dlock::test

@@ -33,11 +33,13 @@ class ZookeeperBackend final : public Backend, public RunStore, public AdminBack
         runs_(base_ + "/runs"),
         clock_(base_ + "/clock"),
         host_(hex(host_name())),
-        session_(std::make_unique<ZkSession>(config_, [this](ZkSession::Event e) { on_event(e); })),
+        session_(std::make_unique<ZkSession>(
+            config_, [this](ZkSession::Event e, Millis timeout) { on_event(e, timeout); })),
         reaper_([this] { reap(); }) {}
 
   ~ZookeeperBackend() override {
     book_->stop();
+    session_->shut_down();  // the reaper may be waiting for a connection
     reaper_.join();
     session_.reset();  // ends the session: the ensemble deletes this process's znodes
   }
@@ -52,6 +54,8 @@ class ZookeeperBackend final : public Backend, public RunStore, public AdminBack
     return std::make_unique<ZkWatch>(book_);
   }
   [[nodiscard]] bool watch_is_free() const override { return true; }
+  /// The session timeout the ensemble granted, or the one asked for before the first
+  /// connection (acquire() then refuses a lease longer than the one granted after all).
   [[nodiscard]] Millis lease_limit() const override { return session_->timeout(); }
   /// Every sixth of the lease: the C client gives a silent server up after two thirds of the
   /// session timeout, and a renewal at most a sixth old keeps the lease valid for a sixth
@@ -106,7 +110,7 @@ class ZookeeperBackend final : public Backend, public RunStore, public AdminBack
   std::optional<LockInfo> holder(const ZkHandle& handle, const std::string& dir,
                                  std::string key, Clock::time_point deadline,
                                  std::string* path = nullptr);
-  void on_event(ZkSession::Event event);
+  void on_event(ZkSession::Event event, Millis timeout);
   void reap();
   /// Sends the delete of `held` now, without waiting; the reaper tries again if it fails.
   void remove_now(const ZkHandle& handle, const Held& held);
@@ -120,7 +124,6 @@ class ZookeeperBackend final : public Backend, public RunStore, public AdminBack
   std::string host_;
   std::shared_ptr<ZkBook> book_ = std::make_shared<ZkBook>();
   std::unique_ptr<ZkSession> session_;
-  std::atomic<std::uint64_t> expired_generation_{0};
   std::thread reaper_;
 };
 

@@ -100,6 +100,7 @@ class ZkBook {
         if (entry.when <= now) {
           out.deletes.emplace_back(path, entry.generation);
           entry.when = later(now, kZkRetryDelete);
+          entry.handed_out = true;
         }
         first = std::min(first, entry.when);
       }
@@ -118,11 +119,20 @@ class ZkBook {
       }
     }
   }
-  /// The session of `generation` ended: its znodes are gone with it.
-  void session_ended(std::uint64_t generation) {
+  /// Whether `path` is still to be deleted as wait_for_due() handed it out: not rescheduled
+  /// (renewed, adopted, kept for min_hold) or forgotten since.
+  bool still_due(const std::string& path) const {
     std::lock_guard lock(mutex_);
-    std::erase_if(due_, [&](const auto& e) { return e.second.generation <= generation; });
-    std::erase_if(owners_, [&](const auto& e) { return e.second.generation <= generation; });
+    const auto found = due_.find(path);
+    return found != due_.end() && found->second.handed_out;
+  }
+  /// A renewal of `held` confirmed: deleted at `when` unless renewed again, if `owner`
+  /// still holds it (a release meanwhile may have set a min_hold's end, which stays).
+  void renewed(std::string_view owner, const Held& held, Clock::time_point when) {
+    std::lock_guard lock(mutex_);
+    const auto found = owners_.find(owner);
+    if (found == owners_.end() || found->second.path != held.path) return;
+    schedule_locked(held.path, held.generation, when);
   }
   void stop() {
     std::lock_guard lock(mutex_);
@@ -134,6 +144,7 @@ class ZkBook {
   struct Due {
     Clock::time_point when;
     std::uint64_t generation;
+    bool handed_out = false;  // to the reaper, which sends its delete unless rescheduled
   };
   struct Sweep {
     std::string dir;

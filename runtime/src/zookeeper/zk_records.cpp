@@ -272,8 +272,10 @@ RunClaimReply ZookeeperBackend::claim_run(const Key& key, const RunRecord& mine,
     batch.wait(until);
     const ZkAnswer& answer = batch.answer(wrote);
     const ZkAnswer& now = batch.answer(after);
-    if (answer.rc == ZOK && now.rc == ZOK) {
-      return {ClaimStatus::kClaimed, run_record(now, now.stat.ctime)};
+    if (answer.rc == ZOK) {
+      // Claimed, even if the record's answer came too late: the run is ours.
+      if (now.rc == ZOK) return {ClaimStatus::kClaimed, run_record(now, now.stat.ctime)};
+      return {ClaimStatus::kClaimed, record};
     }
     if (answer.results.empty() || connection_trouble(answer.rc)) throw unreachable(answer.rc);
     const int check = answer.results.front();
@@ -356,11 +358,9 @@ std::vector<RunRecord> ZookeeperBackend::list_runs(std::string_view pattern) {
     }
     Millis keep{0};
     RunRecord record = run_record(answer, server_now, &keep);
-    if (answer.stat.ctime + keep.count() <= server_now) {
-      // Past its time: dropped here, as Redis drops an expired record.
-      zk_remove_later(*handle, runs_ + "/" + names.children[i], [](int) {});
-      continue;
-    }
+    // Past its time: left out (claim_run replaces it, under the lock; deleting it here could
+    // delete a record claimed meanwhile).
+    if (answer.stat.ctime + keep.count() <= server_now) continue;
     if (glob_match(pattern, record.key)) out.push_back(std::move(record));
   }
   return out;

@@ -6,11 +6,14 @@
 #include <cstring>
 
 #include "log.hpp"
+#include "settler.hpp"
 
 namespace dlock::internal {
 
 ZkHandle::~ZkHandle() {
-  if (zh_ != nullptr) zookeeper_close(zh_);
+  if (zh_ == nullptr) return;
+  zoo_set_context(zh_, nullptr);  // events still queued find no session
+  zookeeper_close(zh_);
 }
 
 std::int64_t ZkHandle::session_id() const {
@@ -108,11 +111,22 @@ struct RemoveLater {
 };
 
 void on_removed_later(int rc, const void* data) {
-  std::unique_ptr<const RemoveLater> request(static_cast<const RemoveLater*>(data));
+  std::unique_ptr<RemoveLater> request(static_cast<RemoveLater*>(const_cast<void*>(data)));
+  // Moved out: nothing of it is left to be destroyed on this thread.
+  auto job = [done = std::move(request->done), rc] {
+    try {
+      done(rc);
+    } catch (...) {  // done must not throw; nothing to do if it does
+    }
+  };
   try {
-    request->done(rc);
-  } catch (...) {  // done must not throw; nothing to do if it does
+    settler::post(std::move(job));
+  } catch (...) {  // out of memory: the delete's outcome goes unreported
   }
+}
+
+void on_string(int rc, const char*, const void* data) {
+  complete(data, rc, [](ZkAnswer&) {});
 }
 
 // The C client's log lines, at debug level: connection attempts to a stopped member are
@@ -192,6 +206,10 @@ std::size_t ZkBatch::set(const ZkHandle& handle, const std::string& path, std::s
     return zoo_aset(handle.get(), path.c_str(), data.data(), static_cast<int>(data.size()),
                     version, on_stat, slot);
   });
+}
+
+std::size_t ZkBatch::sync(const ZkHandle& handle, const std::string& path) {
+  return send([&](const void* slot) { return zoo_async(handle.get(), path.c_str(), on_string, slot); });
 }
 
 std::size_t ZkBatch::multi(const ZkHandle& handle, std::vector<ZkOp> ops) {
@@ -302,7 +320,7 @@ void on_watch_armed(int rc, const char*, int, const struct Stat*, const void* da
 
 }  // namespace
 
-ZkSession::ZkSession(const BackendConfig& config, std::function<void(Event)> on_event)
+ZkSession::ZkSession(const BackendConfig& config, std::function<void(Event, Millis)> on_event)
     : config_(config),
       on_event_(std::move(on_event)),
       hosts_(hosts_of(config)),
@@ -320,6 +338,7 @@ ZkSession::~ZkSession() {
     closing_ = true;
     last = std::move(handle_);
   }
+  if (last) zoo_set_context(last->get(), nullptr);
   last.reset();  // ends the session: the ensemble deletes its ephemeral znodes at once
   std::lock_guard lock(watches_mutex_);
   watches_.clear();
@@ -339,6 +358,12 @@ std::shared_ptr<ZkHandle> ZkSession::open_locked(std::string& error) {
   }
   handle_ = std::make_shared<ZkHandle>(zh, generation);
   return handle_;
+}
+
+void ZkSession::shut_down() {
+  std::lock_guard lock(mutex_);
+  closing_ = true;
+  changed_.notify_all();
 }
 
 std::shared_ptr<ZkHandle> ZkSession::handle(Clock::time_point deadline, std::string& error) {
@@ -384,7 +409,7 @@ void ZkSession::on_session(zhandle_t* zh, int type, int state, const char*, void
   }
   if (event == Event::kExpired) self->fire_all_watches();
   try {
-    self->on_event_(event);
+    self->on_event_(event, self->timeout());
   } catch (...) {
   }
 }

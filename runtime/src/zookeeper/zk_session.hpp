@@ -89,6 +89,7 @@ class ZkBatch {
   std::size_t set(const ZkHandle& handle, const std::string& path, std::string_view data,
                   int version = -1);
   std::size_t multi(const ZkHandle& handle, std::vector<ZkOp> ops);
+  std::size_t sync(const ZkHandle& handle, const std::string& path);
   /// Waits for every answer until `deadline`; returns false if some did not come.
   bool wait(Clock::time_point deadline);
   [[nodiscard]] const ZkAnswer& answer(std::size_t index) const;
@@ -107,8 +108,9 @@ class ZkBatch {
   std::vector<ZkAnswer> answers_;  // copied from state_ by wait()
 };
 
-/// Sends one delete and calls `done` with its rc on the completion thread (or at once, with
-/// the C client's refusal). `done` must not block.
+/// Sends one delete and calls `done` with its rc on the settler's thread (settler.hpp), which
+/// also destroys it: `done` may hold the last reference to what owns the session, which must
+/// not be closed from the C client's own thread.
 void zk_remove_later(const ZkHandle& handle, const std::string& path,
                      std::function<void(int)> done);
 
@@ -131,7 +133,7 @@ class ZkSession {
 
   /// Opens the session at once (in the background). `on_event` runs on the C client's
   /// threads or a caller's and must not block or call back into the session.
-  ZkSession(const BackendConfig& config, std::function<void(Event)> on_event);
+  ZkSession(const BackendConfig& config, std::function<void(Event, Millis)> on_event);
   ~ZkSession();
   ZkSession(const ZkSession&) = delete;
   ZkSession& operator=(const ZkSession&) = delete;
@@ -146,6 +148,9 @@ class ZkSession {
   }
   /// The session timeout the ensemble granted, or the one asked for before it answered.
   [[nodiscard]] Millis timeout() const { return Millis{timeout_ms_.load()}; }
+  /// Wakes every call waiting for a connection, and refuses new ones: the backend is going.
+  void shut_down();
+
   /// Sets `signal` when `path` changes or is deleted, when the connection's state changes,
   /// or at once when `path` does not exist (or the request fails).
   void arm_watch(const ZkHandle& handle, const std::string& path,
@@ -159,7 +164,7 @@ class ZkSession {
   void fire_all_watches();
 
   const BackendConfig& config_;
-  std::function<void(Event)> on_event_;
+  std::function<void(Event, Millis)> on_event_;  // with the session timeout
   std::string hosts_;
   std::atomic<int> timeout_ms_;
 

@@ -11,6 +11,13 @@ namespace dlock::internal {
 
 using namespace zk;
 
+namespace {
+
+constexpr std::size_t kMaxKeyBytes = 256 * 1024;
+constexpr std::size_t kMaxNameBytes = 4096;
+
+}  // namespace
+
 GrantReply ZookeeperBackend::unavailable(std::string error, bool unknown) const {
   GrantReply reply;
   reply.kind = GrantReply::Kind::kUnavailable;
@@ -28,7 +35,7 @@ std::shared_ptr<ZkHandle> ZookeeperBackend::handle_or_throw(Clock::time_point de
 
 std::string ZookeeperBackend::holder_data(const GrantRequest& request) const {
   return fmt::format("{} {} {} {} {}", request.lease.count(), process_id(), thread_id(), host_,
-                     hex(request.name));
+                     hex(request.name.substr(0, kMaxNameBytes)));
 }
 
 bool ZookeeperBackend::make_dirs(const ZkHandle& handle, const std::string& dir, const Key* key,
@@ -68,9 +75,24 @@ struct ZookeeperBackend::Try {
 
 GrantReply ZookeeperBackend::acquire(const GrantRequest& request) {
   const auto until = std::min(request.give_up_at, deadline());
+  // A znode holds the key in its directory's data: ZooKeeper refuses a request over its
+  // jute.maxbuffer (1 MB by default) by closing the connection, every call on it failing.
+  if (request.key.str().size() > kMaxKeyBytes) {
+    return unavailable(fmt::format("a key of {} bytes is longer than the {} a zookeeper backend "
+                                   "stores",
+                                   request.key.str().size(), kMaxKeyBytes),
+                       false);
+  }
   std::string error;
   auto handle = session_->handle(until, error);
   if (!handle) return unavailable(error, false);
+  // Held to a timeout read before the ensemble granted one: nothing is made.
+  if (request.lease > session_->timeout()) {
+    return unavailable(fmt::format("the ensemble granted a session timeout of {} ms, shorter "
+                                   "than this lease of {} ms; try again",
+                                   session_->timeout().count(), request.lease.count()),
+                       false);
+  }
   Try t{request, std::move(handle), until, dir_of(request.key),
         fmt::format("{}{}-", kLockPrefix, request.owner), book_->find(request.owner), false,
         {}, std::nullopt};
@@ -210,7 +232,10 @@ void ZookeeperBackend::renew(std::vector<RenewItem>& items) {
   std::string error;
   const auto handle = session_->handle(until, error);
   if (!handle) return;
+  // Through the leader first: a member cut off from it would still answer reads, from data
+  // that may no longer hold the znode.
   ZkBatch batch;
+  const std::size_t synced = batch.sync(*handle, "/");
   std::vector<std::optional<std::size_t>> asked(items.size());
   std::vector<Held> held(items.size());
   for (std::size_t i = 0; i < items.size(); ++i) {
@@ -223,12 +248,14 @@ void ZookeeperBackend::renew(std::vector<RenewItem>& items) {
     asked[i] = batch.exists(*handle, found->path);
   }
   batch.wait(until);
+  if (batch.answer(synced).rc != ZOK) return;
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (!asked[i]) continue;
     const ZkAnswer& answer = batch.answer(*asked[i]);
     if (answer.rc == ZOK && answer.stat.ephemeralOwner == handle->session_id()) {
       items[i].outcome = RenewOutcome::kRenewed;
-      book_->delete_at(held[i].path, held[i].generation, later(sent, items[i].ttl));
+      // Unless released meanwhile (a min_hold's end is not moved).
+      book_->renewed(items[i].owner, held[i], later(sent, items[i].ttl));
     } else if (answer.rc == ZOK || answer.rc == ZNONODE) {
       items[i].outcome = answer.rc == ZOK ? RenewOutcome::kTaken : RenewOutcome::kGone;
       book_->forget(held[i].path);
@@ -365,17 +392,17 @@ void ZookeeperBackend::remove_now(const ZkHandle& handle, const Held& held) {
   });
 }
 
-void ZookeeperBackend::on_event(ZkSession::Event event) {
+void ZookeeperBackend::on_event(ZkSession::Event event, Millis timeout) {
   switch (event) {
     case ZkSession::Event::kConnected:
       log(LogLevel::kDebug, "backend {}: ZooKeeper session connected (timeout {} ms)",
-          config_.name, session_->timeout().count());
+          config_.name, timeout.count());
       break;
     case ZkSession::Event::kSuspended:
       log(LogLevel::kWarn,
           "backend {}: ZooKeeper connection lost; held locks are at risk until the session "
           "reconnects (within {} ms) or expires",
-          config_.name, session_->timeout().count());
+          config_.name, timeout.count());
       break;
     case ZkSession::Event::kExpired:
       log(LogLevel::kWarn,
@@ -428,6 +455,7 @@ void ZookeeperBackend::reap() {
         book_->forget(path);  // gone with its session
         continue;
       }
+      if (!book_->still_due(path)) continue;  // renewed or kept meanwhile
       sent.emplace_back(path, batch.remove(*handle, path));
     }
     batch.wait(until);
