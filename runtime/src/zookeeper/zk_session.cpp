@@ -325,7 +325,11 @@ ZkSession::ZkSession(const BackendConfig& config, std::function<void(Event, Mill
       on_event_(std::move(on_event)),
       hosts_(hosts_of(config)),
       timeout_ms_(static_cast<int>(config.session_timeout.count())) {
-  zoo_set_debug_level(ZOO_LOG_LEVEL_WARN);
+  // The C client's warnings reach dlock's log at debug level, and only when that is on: the
+  // library formats every line into one buffer that its handles share unlocked (two clients
+  // logging at once race on it), and 0 turns its logging off.
+  zoo_set_debug_level(log_enabled(LogLevel::kDebug) ? ZOO_LOG_LEVEL_WARN
+                                                    : static_cast<ZooLogLevel>(0));
   std::string error;
   std::lock_guard lock(mutex_);
   open_locked(error);  // a failure here is met again, and reported, by the first call
