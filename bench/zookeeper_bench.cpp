@@ -72,10 +72,11 @@ const Member& member() {
           fmt::format("DLOCK_BENCH_ZK_MEMBER: '{}' is neither leader nor follower", env));
     }
     const int index = on_leader ? leader : (leader + 1) % ensemble.members();
-    fmt::print("zookeeper: {}-member ensemble, tick {} ms; every session on member {} ({}), "
-               "{}\n",
-               ensemble.members(), ensemble.options().tick.count(), index,
-               on_leader ? "the leader" : "a follower", ensemble.endpoint(index));
+    fmt::print(
+        "zookeeper: {}-member ensemble, tick {} ms; every session on member {} ({}), "
+        "{}\n",
+        ensemble.members(), ensemble.options().tick.count(), index,
+        on_leader ? "the leader" : "a follower", ensemble.endpoint(index));
     std::fflush(stdout);
     return Member{index, ensemble.client_port(index), on_leader ? "leader" : "follower"};
   }();
@@ -207,7 +208,9 @@ Raw& floor_session() {
   static Raw raw;
   static const bool ready = [] {
     raw.ensure(kBase);
-    for (const char* dir : {"cycle", "dlock", "queue"}) raw.ensure(fmt::format("{}/{}", kBase, dir));
+    for (const char* dir : {"cycle", "dlock", "queue"}) {
+      raw.ensure(fmt::format("{}/{}", kBase, dir));
+    }
     return true;
   }();
   (void)ready;
@@ -302,8 +305,8 @@ void BM_RawDlockRequests(benchmark::State& state) {
   // As the backend names and fills a lock znode: l-<owner>-<sequence>, and "lease pid thread
   // host name" with host and name in hex.
   const std::string prefix = dir + "/l-0123456789abcdef0123456789abcdef-";
-  const std::string data = fmt::format("10000 {} 140234567890 6c6f63616c686f7374 {}", ::getpid(),
-                                       "62656e63682d6b6579");
+  const std::string data =
+      fmt::format("10000 {} 140234567890 6c6f63616c686f7374 {}", ::getpid(), "62656e63682d6b6579");
   auto& out = samples_of("BM_RawDlockRequests");
   Pending pending;
   for (auto _ : state) {
@@ -384,9 +387,10 @@ void print_cycle_summary() {
       "floor_median_us={:.1f} floor_p99_us={:.1f} guard_ratio={:.2f}",
       member().role, median(*guard), p99(*guard), floor_median, p99(*floor),
       median(*guard) / floor_median);
-  fmt::print("zookeeper cycle: acquire + destructor median {:.0f} us; raw floor (create + "
-             "delete, each waited for) median {:.0f} us; dlock / floor {:.2f}",
-             median(*guard), floor_median, median(*guard) / floor_median);
+  fmt::print(
+      "zookeeper cycle: acquire + destructor median {:.0f} us; raw floor (create + "
+      "delete, each waited for) median {:.0f} us; dlock / floor {:.2f}",
+      median(*guard), floor_median, median(*guard) / floor_median);
   if (const auto* waited = find("BM_ZookeeperWaitedCycle")) {
     fmt::print("; acquire + release() median {:.0f} us, {:.2f}× the floor", median(*waited),
                median(*waited) / floor_median);
@@ -473,6 +477,7 @@ struct RawWaiter {
   std::string create_path;  // non-empty: create it (ephemeral) instead of listing `dir`
   std::string own;          // the waiter's own znode's name, when queued
   std::vector<std::string> children;
+  Clock::time_point fired_at;  // when the watcher ran
 
   static void on_listed(int rc, const struct String_vector* names, const void* data) {
     auto* self = static_cast<RawWaiter*>(const_cast<void*>(data));
@@ -487,47 +492,50 @@ struct RawWaiter {
   static void on_watch(zhandle_t* zh, int type, int, const char*, void* context) {
     auto* self = static_cast<RawWaiter*>(context);
     if (type == ZOO_SESSION_EVENT) return;  // the connection's state: the watch stays
+    self->fired_at = Clock::now();
     if (type != ZOO_DELETED_EVENT) {
       self->pending.answer(ZSYSTEMERROR);
       return;
     }
-    const int rc =
-        self->create_path.empty()
-            ? zoo_aget_children(zh, self->dir.c_str(), 0, on_listed, self)
-            : zoo_acreate(zh, self->create_path.c_str(), nullptr, -1, &ZOO_OPEN_ACL_UNSAFE,
-                          ZOO_EPHEMERAL, on_made, self);
+    const int rc = self->create_path.empty()
+                       ? zoo_aget_children(zh, self->dir.c_str(), 0, on_listed, self)
+                       : zoo_acreate(zh, self->create_path.c_str(), nullptr, -1,
+                                     &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL, on_made, self);
     if (rc != ZOK) self->pending.answer(rc);
   }
 };
 
 // Arms a get watch of `waiter` on `watched` (waited for) and returns the time from the
-// holder's delete of it to the answer of the request the watcher sends.
-double raw_handoff_after(Raw& holder, Raw& waiter, RawWaiter& w, const std::string& watched) {
+// holder's delete of it to the answer of the request the watcher sends; `fired`, if given,
+// gets the time from the delete to the watcher.
+double raw_handoff_after(Raw& holder, Raw& waiter, RawWaiter& w, const std::string& watched,
+                         double* fired = nullptr) {
   w.pending.arm(1);
   char buffer[64];
   int length = sizeof buffer;
   struct Stat stat {};
-  Raw::check(zoo_wget(waiter.get(), watched.c_str(), RawWaiter::on_watch, &w, buffer, &length,
-                      &stat),
-             "get (watch)", watched);
+  Raw::check(
+      zoo_wget(waiter.get(), watched.c_str(), RawWaiter::on_watch, &w, buffer, &length, &stat),
+      "get (watch)", watched);
   std::this_thread::sleep_for(3ms);
   const auto released = Clock::now();
   holder.remove(watched);
   const int rc = w.pending.wait();
   if (rc != ZOK) throw std::runtime_error("raw handoff: " + zk_text(rc));
+  if (fired != nullptr) *fired = us_between(released, w.fired_at);
   return us_between(released, w.pending.done_at);
 }
 
 // The floor of dlock's path: the waiter is queued (its ephemeral sequential znode made, a get
 // watch on the holder's); the holder's delete fires the watch, whose watcher lists the
 // children to see the waiter first.
-double raw_queue_handoff(Raw& holder, Raw& waiter) {
+double raw_queue_handoff(Raw& holder, Raw& waiter, double* fired = nullptr) {
   RawWaiter w;
   w.dir = fmt::format("{}/queue", kBase);
   const std::string held = holder.create(w.dir + "/l-", ZOO_EPHEMERAL_SEQUENTIAL);
   const std::string mine = waiter.create(w.dir + "/l-", ZOO_EPHEMERAL_SEQUENTIAL);
   w.own = mine.substr(mine.rfind('/') + 1);
-  const double took = raw_handoff_after(holder, waiter, w, held);
+  const double took = raw_handoff_after(holder, waiter, w, held, fired);
   std::sort(w.children.begin(), w.children.end());
   if (w.children.empty() || w.children.front() != w.own) {
     throw std::runtime_error("raw handoff: the waiter is not first after the holder's delete");
@@ -556,12 +564,16 @@ int handoff(int rounds) {
   dlock_handoff(holder, waiter);
   raw_queue_handoff(raw_holder, raw_waiter);
   raw_create_handoff(raw_holder, raw_waiter);
-  std::vector<double> ours, floor, create_floor, ratios, create_ratios;
+  std::vector<double> ours, floor, fired, create_floor, ratios, create_ratios;
   constexpr int kBlock = 25;
   for (int done = 0; done < rounds; done += kBlock) {
     std::vector<double> a, b, c;
     for (int i = 0; i < kBlock; ++i) a.push_back(dlock_handoff(holder, waiter));
-    for (int i = 0; i < kBlock; ++i) b.push_back(raw_queue_handoff(raw_holder, raw_waiter));
+    for (int i = 0; i < kBlock; ++i) {
+      double watch_fired = 0;
+      b.push_back(raw_queue_handoff(raw_holder, raw_waiter, &watch_fired));
+      fired.push_back(watch_fired);
+    }
     for (int i = 0; i < kBlock; ++i) c.push_back(raw_create_handoff(raw_holder, raw_waiter));
     ratios.push_back(median(a) / median(b));
     create_ratios.push_back(median(a) / median(c));
@@ -569,18 +581,22 @@ int handoff(int rounds) {
     floor.insert(floor.end(), b.begin(), b.end());
     create_floor.insert(create_floor.end(), c.begin(), c.end());
   }
-  fmt::print("zookeeper handoff over {} rounds: median {:.0f} us (p99 {:.0f}); raw floor (the "
-             "holder's delete fires the queued waiter's get watch, which lists the children) "
-             "median {:.0f} us (p99 {:.0f}); dlock / floor {:.2f}; raw create floor (the watch "
-             "fires, the waiter creates the znode) median {:.0f} us (p99 {:.0f}); dlock / create "
-             "floor {:.2f} (blocks of {} in turn)\n",
-             ours.size(), median(ours), p99(ours), median(floor), p99(floor), median(ratios),
-             median(create_floor), p99(create_floor), median(create_ratios), kBlock);
-  fmt::print("RESULT zookeeper_handoff member={} rounds={} median_us={:.1f} p99_us={:.1f} "
-             "floor_median_us={:.1f} floor_p99_us={:.1f} floor_ratio={:.2f} "
-             "create_floor_median_us={:.1f} create_floor_p99_us={:.1f} create_floor_ratio={:.2f}\n",
-             member().role, ours.size(), median(ours), p99(ours), median(floor), p99(floor),
-             median(ratios), median(create_floor), p99(create_floor), median(create_ratios));
+  fmt::print(
+      "zookeeper handoff over {} rounds: median {:.0f} us (p99 {:.0f}); raw floor (the "
+      "holder's delete fires the queued waiter's get watch, which lists the children) "
+      "median {:.0f} us (p99 {:.0f}; the watcher ran after {:.0f} us); dlock / floor "
+      "{:.2f}; raw create floor (the watch fires, the waiter creates the znode) median "
+      "{:.0f} us (p99 {:.0f}); dlock / create floor {:.2f} (blocks of {} in turn)\n",
+      ours.size(), median(ours), p99(ours), median(floor), p99(floor), median(fired),
+      median(ratios), median(create_floor), p99(create_floor), median(create_ratios), kBlock);
+  fmt::print(
+      "RESULT zookeeper_handoff member={} rounds={} median_us={:.1f} p99_us={:.1f} "
+      "floor_median_us={:.1f} floor_p99_us={:.1f} floor_ratio={:.2f} "
+      "floor_watch_fired_median_us={:.1f} create_floor_median_us={:.1f} "
+      "create_floor_p99_us={:.1f} create_floor_ratio={:.2f}\n",
+      member().role, ours.size(), median(ours), p99(ours), median(floor), p99(floor),
+      median(ratios), median(fired), median(create_floor), p99(create_floor),
+      median(create_ratios));
   return 0;
 }
 
