@@ -367,12 +367,14 @@ struct PostgresServer::Impl {
 
   // A process that outlives a test program killed by SIGKILL (its parent-death signal is
   // SIGTERM, which it traps) and then kills the stopped processes, which could not notice.
+  // Neither it nor its sleep keeps the test program's stdout or stderr open: a sleep left
+  // behind once (its shell gone without it) held CTest's pipe until the test timed out.
   void arm_watchdog() {
     std::string pids = std::to_string(pid);
     for (const pid_t child : stopped_children) pids += fmt::format(" {}", child);
     const std::string script = fmt::format(
-        "trap 'kill -KILL {} 2>/dev/null; kill $! 2>/dev/null; exit 0' TERM; "
-        "sleep 1000000 & echo armed; wait",
+        "exec 2>/dev/null; trap 'kill -KILL {}; kill $!; exit 0' TERM; "
+        "sleep 86400 </dev/null >/dev/null & echo armed; exec >/dev/null; wait",
         pids);
     watchdog.emplace(std::vector<std::string>{"setpriv", "--pdeathsig", "SIGTERM", "--", "sh",
                                               "-c", script});
