@@ -15,6 +15,12 @@
 
 namespace dlock::internal::loading {
 
+Entry list_item(const Entry& list, const YAML::Node& node, std::size_t index) {
+  Entry element{list.key, list.value_mark(), node, fmt::format("{}[{}]", list.path, index)};
+  if (!node.IsNull() && !node.Mark().is_null()) element.key_mark = node.Mark();
+  return element;
+}
+
 ParsedAddress Loader::address(const Entry& item, std::string_view expected,
                               const YAML::Mark& mark) const {
   const std::string& path = item.path;
@@ -56,8 +62,7 @@ AddressList Loader::endpoint_list(const Entry& item, std::string_view noun,
   std::size_t index = 0;
   for (auto it = item.value.begin(); it != item.value.end(); ++it, ++index) {
     const YAML::Node node = *it;
-    Entry element{item.key, item.value_mark(), node, fmt::format("{}[{}]", item.path, index)};
-    if (!node.IsNull() && !node.Mark().is_null()) element.key_mark = node.Mark();
+    const Entry element = list_item(item, node, index);
     const YAML::Mark mark = element.value_mark();
     const ParsedAddress parsed = address(element, "an address like host:port", mark);
     const std::string_view form = address_form(node.Scalar(), parsed.tls);

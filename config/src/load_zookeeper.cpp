@@ -145,8 +145,7 @@ std::vector<Endpoint> Loader::zookeeper_hosts(const Entry& item) const {
   std::size_t index = 0;
   for (auto it = item.value.begin(); it != item.value.end(); ++it, ++index) {
     const YAML::Node node = *it;
-    Entry element{item.key, item.value_mark(), node, fmt::format("{}[{}]", item.path, index)};
-    if (!node.IsNull() && !node.Mark().is_null()) element.key_mark = node.Mark();
+    const Entry element = list_item(item, node, index);
     const YAML::Mark mark = element.value_mark();
     const Endpoint host = zookeeper_host(element);
     const auto [first, inserted] = seen.emplace(canonical_endpoint(host), mark);

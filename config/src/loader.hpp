@@ -127,6 +127,9 @@ struct Entry {
 };
 
 const Entry* find_entry(const std::vector<Entry>& entries, std::string_view key);
+// Item `index` of the list `list`, as an entry named `<list path>[<index>]` that points at
+// the item (or at the list's key, for an empty item).
+Entry list_item(const Entry& list, const YAML::Node& node, std::size_t index);
 
 // The endpoints of a list of addresses, and whether they are rediss://.
 struct AddressList {

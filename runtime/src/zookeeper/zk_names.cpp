@@ -30,9 +30,7 @@ std::string_view owner_in(std::string_view name) {
 
 std::vector<std::string> queue_of(std::vector<std::string> children) {
   std::erase_if(children, [](const std::string& c) { return owner_in(c).empty(); });
-  std::sort(children.begin(), children.end(), [](const std::string& a, const std::string& b) {
-    return sequence_of(a) < sequence_of(b);
-  });
+  sort_by_sequence(children);
   return children;
 }
 

@@ -164,9 +164,7 @@ std::optional<LockInfo> ZookeeperBackend::force_release(const Key& key, const Au
     }
     // The oldest entries beyond the last kAuditKept go; nobody waits for that.
     std::vector<std::string> names = audit.answer(listed).children;
-    std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
-      return sequence_of(a) < sequence_of(b);
-    });
+    sort_by_sequence(names);
     for (std::size_t i = 0; i + kAuditKept < names.size(); ++i) {
       zk_remove_later(*handle, audit_ + "/" + names[i], [](int) {});
     }
@@ -187,9 +185,7 @@ std::vector<AuditEntry> ZookeeperBackend::history(std::size_t limit) {
     throw unreachable(entries.rc);
   }
   std::vector<std::string> names = entries.children;
-  std::sort(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
-    return sequence_of(a) > sequence_of(b);
-  });
+  sort_by_sequence(names, true);
   if (names.size() > limit) names.resize(limit);
   ZkBatch reads;
   std::vector<std::size_t> asked;
