@@ -1,5 +1,6 @@
-// The `backends:` section: each backend's topology, address, servers and credentials (a
-// zookeeper backend's own keys are in load_zookeeper.cpp).
+// The `backends:` section: each backend's topology, address, servers and credentials (the
+// own keys of a zookeeper backend are in load_zookeeper.cpp, those of an etcd backend in
+// load_etcd.cpp).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -15,10 +16,62 @@
 
 namespace dlock::internal::loading {
 
+namespace {
+
+// Why `key`, which a backend of another kind of server takes, does not apply to a zookeeper
+// or etcd backend; empty when the generic message says enough.
+std::string_view consensus_refusal(Server server, std::string_view key) {
+  const bool zookeeper = server == Server::kZookeeper;
+  if (key == "pool_size") {
+    return zookeeper ? "it holds one ZooKeeper session, not a pool of connections"
+                     : "its calls share one gRPC connection per member, not a pool of "
+                       "connections";
+  }
+  if (contains(kRedisServerKeys, key) || key == (zookeeper ? "endpoints" : "hosts")) {
+    return zookeeper ? "the ensemble's servers go in 'hosts'"
+                     : "the cluster's members go in 'endpoints'";
+  }
+  if (key == "database") {
+    return zookeeper ? "ZooKeeper has no databases; give the backend a 'root' of its own instead"
+                     : "etcd has no databases; give the backend a 'root' of its own instead";
+  }
+  if (zookeeper && contains(kRedisKeys, key)) {
+    return "it takes no credentials or TLS settings; the servers go in 'hosts'";
+  }
+  if (!zookeeper && (key == "username" || key == "password")) {
+    return "etcd authentication is not supported by dlock yet; use client certificates over "
+           "https:// instead (tls: cert_file, key_file)";
+  }
+  return {};
+}
+
+// "zookeeper" or "zookeeper and etcd": the topologies whose own key `key` is.
+std::string owners_of(std::string_view key) {
+  std::string owners;
+  for (const TopologySpec& spec : kTopologies) {
+    if (!contains(spec.own_keys, key)) continue;
+    owners += owners.empty() ? std::string(spec.name) : fmt::format(" and {}", spec.name);
+  }
+  return owners;
+}
+
+}  // namespace
+
 Entry list_item(const Entry& list, const YAML::Node& node, std::size_t index) {
   Entry element{list.key, list.value_mark(), node, fmt::format("{}[{}]", list.path, index)};
   if (!node.IsNull() && !node.Mark().is_null()) element.key_mark = node.Mark();
   return element;
+}
+
+void Loader::check_listed_once(std::map<std::string, YAML::Mark>& seen, const Endpoint& endpoint,
+                               const Entry& element, std::string_view noun) const {
+  const YAML::Mark mark = element.value_mark();
+  const auto [first, inserted] = seen.emplace(canonical_endpoint(endpoint), mark);
+  if (!inserted) {
+    fail(mark, element.path,
+         fmt::format("{} {} is listed twice (first at {}:{})", noun, endpoint_text(endpoint),
+                     first->second.line + 1, first->second.column + 1));
+  }
 }
 
 ParsedAddress Loader::address(const Entry& item, std::string_view expected,
@@ -85,16 +138,31 @@ AddressList Loader::endpoint_list(const Entry& item, std::string_view noun,
       fail(mark, element.path,
            "a database is not allowed in a list entry; set 'database' on the backend");
     }
-    const auto [first, inserted] = seen.emplace(canonical_endpoint(parsed.endpoint), mark);
-    if (!inserted) {
-      fail(mark, element.path,
-           fmt::format("{} {} is listed twice (first at {}:{})", noun,
-                       endpoint_text(parsed.endpoint), first->second.line + 1,
-                       first->second.column + 1));
-    }
+    check_listed_once(seen, parsed.endpoint, element, noun);
     list.endpoints.push_back(parsed.endpoint);
   }
   return list;
+}
+
+void Loader::check_server_list(const Entry& item, std::string_view expected, std::string_view noun,
+                               const std::function<std::string(std::string_view)>& as_list) const {
+  if (item.value.IsNull()) {
+    fail(item.key_mark, item.path, fmt::format("missing value; expected {}", expected));
+  }
+  if (const std::string text =
+          item.value.IsScalar() ? expand(item.value.Scalar(), item.value_mark(), item.path) : "";
+      text.find(',') != std::string::npos) {
+    fail(item.value_mark(), item.path,
+         fmt::format("expected a list, got one comma-separated string; {}", as_list(text)));
+  }
+  if (!item.value.IsSequence()) {
+    fail(item.value_mark(), item.path,
+         fmt::format("expected {}, got {}", expected, kind_of(item.value)));
+  }
+  if (item.value.size() == 0) {
+    fail(item.value_mark(), item.path,
+         fmt::format("the list is empty; give at least one {}", noun));
+  }
 }
 
 std::map<std::string, BackendConfig> Loader::backends(const Entry& section) const {
@@ -135,7 +203,7 @@ BackendConfig Loader::backend(const Entry& entry) const {
   for (std::string_view key : spec.required) {  // by the keys alone: reported beside the values
     if (find_entry(items, key) == nullptr) {
       report(entry.value_mark(), entry.path,
-             fmt::format("missing required key '{}' for a {} backend", key, spec.name));
+             fmt::format("missing required key '{}' for {} backend", key, with_article(spec.name)));
     }
   }
   std::optional<ParsedAddress> url;
@@ -156,7 +224,7 @@ BackendConfig Loader::backend(const Entry& entry) const {
   if (errors_.size() != errors_before) return backend;
   if (url) merge_url(*url, *address_entry, items, backend);
   check_credentials(items, address_entry, backend);
-  check_tls(items, backend);
+  check_tls(items, spec, backend);
   warn_even_instances(items, backend);
   warn_dsn_timeout(items, backend);
   if (spec.topology == Topology::kZookeeper) check_session_timeout(items, backend);
@@ -186,7 +254,9 @@ void Loader::check_backend_keys(const std::vector<Entry>& items, const TopologyS
   if (spec.server != Server::kNone) {
     allowed.insert(allowed.end(), std::begin(kConnectionKeys), std::end(kConnectionKeys));
   }
-  if (spec.server == Server::kZookeeper) std::erase(allowed, "pool_size");
+  if (spec.server == Server::kZookeeper || spec.server == Server::kEtcd) {
+    std::erase(allowed, "pool_size");
+  }
   if (spec.server == Server::kRedis) {
     allowed.insert(allowed.end(), std::begin(kRedisKeys), std::end(kRedisKeys));
   }
@@ -197,10 +267,6 @@ void Loader::check_backend_keys(const std::vector<Entry>& items, const TopologyS
 
 [[noreturn]] void Loader::refuse_backend_key(const Entry& item, const TopologySpec& spec,
                                              const KeyList& allowed) const {
-  const TopologySpec* owner = nullptr;
-  for (const TopologySpec& other : kTopologies) {
-    if (contains(other.own_keys, item.key)) owner = &other;
-  }
   if (spec.server == Server::kNone && is_backend_key(item.key)) {
     fail(item.key_mark, item.path,
          "does not apply to a memory backend: it lives in this process and connects to "
@@ -212,25 +278,16 @@ void Loader::check_backend_keys(const std::vector<Entry>& items, const TopologyS
          "does not apply to a postgres backend: hosts, credentials, database and TLS go in "
          "'dsn'");
   }
-  if (spec.server == Server::kZookeeper) {
-    std::string_view why;
-    if (item.key == "pool_size") {
-      why = "it holds one ZooKeeper session, not a pool of connections";
-    } else if (contains(kRedisServerKeys, item.key)) {
-      why = "the ensemble's servers go in 'hosts'";
-    } else if (item.key == "database") {
-      why = "ZooKeeper has no databases; give the backend a 'root' of its own instead";
-    } else if (contains(kRedisKeys, item.key)) {
-      why = "it takes no credentials or TLS settings; the servers go in 'hosts'";
-    }
-    if (!why.empty()) {
-      fail(item.key_mark, item.path, fmt::format("does not apply to a zookeeper backend: {}", why));
+  if (spec.server == Server::kZookeeper || spec.server == Server::kEtcd) {
+    if (const std::string_view why = consensus_refusal(spec.server, item.key); !why.empty()) {
+      fail(item.key_mark, item.path,
+           fmt::format("does not apply to {} backend: {}", with_article(spec.name), why));
     }
   }
-  if (owner != nullptr) {
-    fail(
-        item.key_mark, item.path,
-        fmt::format("does not apply to a {} backend (it is a {} setting)", spec.name, owner->name));
+  if (const std::string owners = owners_of(item.key); !owners.empty()) {
+    fail(item.key_mark, item.path,
+         fmt::format("does not apply to {} backend (it is {} setting)", with_article(spec.name),
+                     with_article(owners)));
   }
   unknown_key(item, allowed,
               contains(kLockKeys, item.key)
@@ -260,10 +317,14 @@ void Loader::backend_value(const Entry& item, const TopologySpec& spec,
     backend.endpoints = zookeeper_hosts(item);
   } else if (key == "session_timeout") {
     backend.session_timeout = session_timeout(item);
+  } else if (key == "endpoints") {
+    AddressList list = etcd_endpoints(item);
+    backend.endpoints = std::move(list.endpoints);
+    backend.tls.enabled = list.tls;
   } else if (key == "root") {
-    backend.root = znode_root(item);
+    backend.root = spec.topology == Topology::kEtcd ? etcd_root(item) : znode_root(item);
   } else if (key == "tls") {
-    tls_settings(item, backend.tls);
+    tls_settings(item, spec.server, backend.tls);
   } else if (key == "master_name") {
     backend.master_name = non_empty(item, "a master name");
   } else if (key == "wait_replicas") {

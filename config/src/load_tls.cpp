@@ -1,4 +1,5 @@
-// A Redis backend's `tls:` block: the certificate files, the server name and verification.
+// The `tls:` block of a Redis or etcd backend: the certificate files, the server name and
+// verification.
 // The files are only checked to be readable here; dlock::init reads the certificates.
 #include <fmt/format.h>
 
@@ -14,11 +15,12 @@
 
 namespace dlock::internal::loading {
 
-void Loader::tls_settings(const Entry& item, TlsConfig& tls) const {
+void Loader::tls_settings(const Entry& item, Server server, TlsConfig& tls) const {
   if (item.value.IsScalar()) {
     // `tls: true` reads as if it switched TLS on; the scheme does that.
     fail(item.value_mark(), item.path,
-         "expected a map of TLS settings, got a single value (rediss:// addresses turn TLS on)");
+         fmt::format("expected a map of TLS settings, got a single value ({} turn TLS on)",
+                     tls_addresses(server)));
   }
   const std::vector<Entry> items =
       entries(item.value, item.value_mark(), item.path, "TLS settings");
@@ -36,6 +38,13 @@ void Loader::tls_settings(const Entry& item, TlsConfig& tls) const {
         tls.server_name = non_empty(setting, "a host name");
       } else if (key == "verify") {
         tls.verify = boolean(setting);
+        if (!tls.verify && server == Server::kEtcd) {
+          // The backend always verifies (runtime/src/etcd); refused here, where the error can
+          // point at the line.
+          fail(setting.value_mark(), setting.path,
+               "an etcd backend always verifies the members' certificates; for a test CA, name "
+               "it in ca_file");
+        }
         if (!tls.verify) {
           warn(setting.value_mark(), setting.path,
                "certificate verification is off: any server can pose as this one; for tests "
@@ -88,12 +97,14 @@ bool Loader::boolean(const Entry& item) const {
        fmt::format("expected true or false, got '{}'", printable(text)));
 }
 
-void Loader::check_tls(const std::vector<Entry>& items, const BackendConfig& backend) const {
+void Loader::check_tls(const std::vector<Entry>& items, const TopologySpec& spec,
+                       const BackendConfig& backend) const {
   const Entry* tls = find_entry(items, "tls");
   if (tls == nullptr || backend.tls.enabled) return;
   fail(tls->key_mark, tls->path,
-       "tls applies to rediss:// addresses, and this backend's are not; write them as "
-       "rediss://host:port, or remove 'tls'");
+       fmt::format("tls applies to {}, and this backend's are not; write them as "
+                   "{}host:port, or remove 'tls'",
+                   tls_addresses(spec.server), tls_scheme(spec.server)));
 }
 
 }  // namespace dlock::internal::loading

@@ -16,38 +16,6 @@
 namespace dlock::internal::loading {
 namespace {
 
-// The code point of the UTF-8 sequence at `text[i]`, advancing `i` past it; nullopt for a
-// malformed, overlong or surrogate sequence.
-std::optional<std::uint32_t> next_code_point(std::string_view text, std::size_t& i) {
-  const auto byte = [&](std::size_t at) { return static_cast<unsigned char>(text[at]); };
-  const unsigned char lead = byte(i);
-  std::size_t length = 0;
-  std::uint32_t point = 0;
-  std::uint32_t smallest = 0;
-  if (lead < 0x80) {
-    ++i;
-    return lead;
-  } else if ((lead & 0xE0) == 0xC0) {
-    length = 2, point = lead & 0x1F, smallest = 0x80;
-  } else if ((lead & 0xF0) == 0xE0) {
-    length = 3, point = lead & 0x0F, smallest = 0x800;
-  } else if ((lead & 0xF8) == 0xF0) {
-    length = 4, point = lead & 0x07, smallest = 0x10000;
-  } else {
-    return std::nullopt;
-  }
-  if (i + length > text.size()) return std::nullopt;
-  for (std::size_t k = 1; k < length; ++k) {
-    if ((byte(i + k) & 0xC0) != 0x80) return std::nullopt;
-    point = (point << 6) | (byte(i + k) & 0x3F);
-  }
-  if (point < smallest || point > 0x10FFFF || (point >= 0xD800 && point <= 0xDFFF)) {
-    return std::nullopt;
-  }
-  i += length;
-  return point;
-}
-
 // The characters ZooKeeper refuses in a path (PathUtils.validatePath).
 bool refused_in_znode(std::uint32_t point) {
   return point <= 0x1F || (point >= 0x7F && point <= 0x9F) ||
@@ -56,14 +24,9 @@ bool refused_in_znode(std::uint32_t point) {
 
 // Why `path` cannot be a zookeeper backend's root, if it cannot.
 std::optional<std::string> root_problem(std::string_view path) {
-  for (std::size_t i = 0; i < path.size();) {
-    const std::size_t at = i;
-    const auto point = next_code_point(path, i);
-    if (!point) return fmt::format("is not valid UTF-8 (at byte {})", at + 1);
-    if (refused_in_znode(*point)) {
-      return fmt::format("'{}' holds U+{:04X}, a character ZooKeeper refuses in a znode path",
-                         printable(path), *point);
-    }
+  if (auto problem = character_problem(path, refused_in_znode,
+                                       "a character ZooKeeper refuses in a znode path")) {
+    return problem;
   }
   const std::string shown = printable(path);
   if (path.size() > kMaxRootLength) {
@@ -106,54 +69,26 @@ std::optional<std::string> root_problem(std::string_view path) {
 }  // namespace
 
 std::vector<Endpoint> Loader::zookeeper_hosts(const Entry& item) const {
-  constexpr std::string_view kExpected = "a list of servers like [host:port, ...]";
-  if (item.value.IsNull()) {
-    fail(item.key_mark, item.path, fmt::format("missing value; expected {}", kExpected));
-  }
   // The connection string of ZooKeeper's own clients: "a:2181,b:2181/chroot".
-  if (const std::string text =
-          item.value.IsScalar() ? expand(item.value.Scalar(), item.value_mark(), item.path) : "";
-      text.find(',') != std::string::npos) {
-    std::string_view servers = text;
-    std::string chroot;
-    if (const std::size_t slash = servers.find('/'); slash != std::string_view::npos) {
-      chroot =
-          fmt::format(", and the chroot in 'root' (root: {})", printable(servers.substr(slash)));
-      servers = servers.substr(0, slash);
-    }
-    std::string list;
-    for (std::size_t start = 0; start <= servers.size();) {
-      const std::size_t comma = std::min(servers.find(',', start), servers.size());
-      if (!list.empty()) list += ", ";
-      list += redact_address(servers.substr(start, comma - start));
-      start = comma + 1;
-    }
-    fail(item.value_mark(), item.path,
-         fmt::format("expected a list, got one comma-separated string; write the servers as a "
-                     "YAML list (hosts: [{}]){}",
-                     list, chroot));
-  }
-  if (!item.value.IsSequence()) {
-    fail(item.value_mark(), item.path,
-         fmt::format("expected {}, got {}", kExpected, kind_of(item.value)));
-  }
-  if (item.value.size() == 0) {
-    fail(item.value_mark(), item.path, "the list is empty; give at least one server");
-  }
+  check_server_list(
+      item, "a list of servers like [host:port, ...]", "server", [](std::string_view servers) {
+        std::string chroot;
+        if (const std::size_t slash = servers.find('/'); slash != std::string_view::npos) {
+          chroot = fmt::format(", and the chroot in 'root' (root: {})",
+                               printable(servers.substr(slash)));
+          servers = servers.substr(0, slash);
+        }
+        return fmt::format("write the servers as a YAML list (hosts: [{}]){}", comma_list(servers),
+                           chroot);
+      });
   std::vector<Endpoint> hosts;
   std::map<std::string, YAML::Mark> seen;
   std::size_t index = 0;
   for (auto it = item.value.begin(); it != item.value.end(); ++it, ++index) {
     const YAML::Node node = *it;
     const Entry element = list_item(item, node, index);
-    const YAML::Mark mark = element.value_mark();
     const Endpoint host = zookeeper_host(element);
-    const auto [first, inserted] = seen.emplace(canonical_endpoint(host), mark);
-    if (!inserted) {
-      fail(mark, element.path,
-           fmt::format("server {} is listed twice (first at {}:{})", endpoint_text(host),
-                       first->second.line + 1, first->second.column + 1));
-    }
+    check_listed_once(seen, host, element, "server");
     hosts.push_back(host);
   }
   return hosts;
@@ -182,7 +117,8 @@ Endpoint Loader::zookeeper_host(const Entry& element) const {
   const auto host = parse_server(text, kZookeeperPort);
   if (!host) {
     fail(mark, element.path,
-         fmt::format("bad address '{}': {}", redact_address(text), server_problem(text)));
+         fmt::format("bad address '{}': {}", redact_address(text),
+                     server_problem(text, kZookeeperPort)));
   }
   return *host;
 }

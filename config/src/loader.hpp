@@ -1,13 +1,15 @@
-// The YAML loader, in six files: load.cpp (the document, scalar values and lock settings),
-// load_backends.cpp (the `backends:` section), load_tls.cpp (a Redis backend's `tls:` block),
-// load_postgres.cpp (a postgres backend's `dsn` and `table`), load_zookeeper.cpp (a zookeeper
-// backend's `hosts`, `session_timeout` and `root`) and messages.cpp (the text of its
-// messages). Only these files know yaml-cpp.
+// The YAML loader, in seven files: load.cpp (the document, scalar values and lock settings),
+// load_backends.cpp (the `backends:` section), load_tls.cpp (the `tls:` block of a Redis or
+// etcd backend), load_postgres.cpp (a postgres backend's `dsn` and `table`), load_zookeeper.cpp
+// (a zookeeper backend's `hosts`, `session_timeout` and `root`), load_etcd.cpp (an etcd
+// backend's `endpoints` and `root`) and messages.cpp (the text of its messages). Only these
+// files know yaml-cpp.
 #pragma once
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
@@ -27,7 +29,7 @@ using KeyList = std::vector<std::string_view>;
 
 inline constexpr std::string_view kDefaultBackend = "default";
 inline constexpr std::string_view kTopologyList =
-    "single, sentinel, cluster, redlock, memory, postgres, zookeeper";
+    "single, sentinel, cluster, redlock, memory, postgres, zookeeper, etcd";
 using common::kDurationUnits;
 inline constexpr std::size_t kMaxServiceLength = 128;
 inline constexpr int kMaxPoolSize = 1024;
@@ -59,6 +61,8 @@ inline constexpr std::string_view kPostgresKeys[] = {"dsn", "table"};
 inline constexpr std::string_view kPostgresRequired[] = {"dsn"};
 inline constexpr std::string_view kZookeeperKeys[] = {"hosts", "session_timeout", "root"};
 inline constexpr std::string_view kZookeeperRequired[] = {"hosts"};
+inline constexpr std::string_view kEtcdKeys[] = {"endpoints", "root", "tls"};
+inline constexpr std::string_view kEtcdRequired[] = {"endpoints"};
 
 // PostgreSQL names are at most 63 bytes; dlock adds `_runs` and `_audit` to the table's.
 inline constexpr std::size_t kMaxIdentifierLength = 63;
@@ -70,14 +74,18 @@ inline constexpr Millis kMinSessionTimeout{1000};
 inline constexpr Millis kMaxSessionTimeout{600000};
 inline constexpr std::size_t kMaxRootLength = 512;
 
+// etcd: the client port, the longest `root` (a key prefix).
+inline constexpr int kEtcdPort = 2379;
+inline constexpr std::size_t kMaxEtcdRootLength = 4096;
+
 // What a backend talks to, which decides the keys it takes besides its own.
-enum class Server { kRedis, kPostgres, kZookeeper, kNone };
+enum class Server { kRedis, kPostgres, kZookeeper, kEtcd, kNone };
 
 struct TopologySpec {
   Topology topology;
   std::string_view name;
-  Keys own_keys;  // besides `topology`, kConnectionKeys (all but pool_size for ZooKeeper)
-                  // and, for Redis, kRedisKeys
+  Keys own_keys;  // besides `topology`, kConnectionKeys (all but pool_size for ZooKeeper
+                  // and etcd) and, for Redis, kRedisKeys
   Keys required;
   Server server;
 };
@@ -90,6 +98,7 @@ inline constexpr TopologySpec kTopologies[] = {
     {Topology::kMemory, "memory", {}, {}, Server::kNone},
     {Topology::kPostgres, "postgres", kPostgresKeys, kPostgresRequired, Server::kPostgres},
     {Topology::kZookeeper, "zookeeper", kZookeeperKeys, kZookeeperRequired, Server::kZookeeper},
+    {Topology::kEtcd, "etcd", kEtcdKeys, kEtcdRequired, Server::kEtcd},
 };
 
 // Text for messages (messages.cpp).
@@ -97,14 +106,27 @@ bool contains(Keys keys, std::string_view key);
 // A key of some backend, of any topology.
 bool is_backend_key(std::string_view key);
 std::string join(Keys keys);
+// `word` after "a" or "an": "a single", "an etcd".
+std::string with_article(std::string_view word);
 std::string did_you_mean(std::string_view word, Keys candidates);
 std::string printable(std::string_view text);
 std::string redact_address(std::string_view text);
 std::string endpoint_text(const Endpoint& endpoint);
 std::string canonical_endpoint(const Endpoint& endpoint);
 std::string address_problem(std::string_view text);
-std::string server_problem(std::string_view text);
+std::string server_problem(std::string_view text, int default_port);
 std::string_view address_form(std::string_view text, bool tls);
+// The scheme that turns TLS on for a backend talking to `server`: rediss:// or https://.
+std::string_view tls_scheme(Server server);
+// What that scheme is written on, for messages: "rediss:// addresses", "https:// endpoints".
+std::string_view tls_addresses(Server server);
+// "a:1, b:2" for the text "a:1,b:2", each part redacted: a list written as one string.
+std::string comma_list(std::string_view text);
+// Why `text` is not valid UTF-8, or "'<text>' holds U+XXXX, <what>" for the first code point
+// that `refused` refuses; nullopt when neither.
+std::optional<std::string> character_problem(std::string_view text,
+                                             bool (*refused)(std::uint32_t point),
+                                             std::string_view what);
 std::string syntax_hint(const std::string& text, int line);
 std::string kind_of(const YAML::Node& node);
 bool is_variable_name(std::string_view name);
@@ -131,10 +153,18 @@ const Entry* find_entry(const std::vector<Entry>& entries, std::string_view key)
 // the item (or at the list's key, for an empty item).
 Entry list_item(const Entry& list, const YAML::Node& node, std::size_t index);
 
-// The endpoints of a list of addresses, and whether they are rediss://.
+// The endpoints of a list of addresses, and whether they are rediss:// (https:// for etcd).
 struct AddressList {
   std::vector<Endpoint> endpoints;
   bool tls = false;
+};
+
+// One entry of an etcd backend's `endpoints`, and how it was written: "http://", "https://"
+// or "host:port" (plain http).
+struct EtcdEndpoint {
+  Endpoint endpoint;
+  bool tls = false;
+  std::string_view form;
 };
 
 // The entries of a lock-settings block that checks across its keys look at.
@@ -296,12 +326,34 @@ class Loader {
   // A renewal must be able to fail and be retried within the session.
   void check_session_timeout(const std::vector<Entry>& items, const BackendConfig& backend) const;
 
+  // Refuses anything but a non-empty YAML list of servers: `expected` says what the list
+  // holds, `noun` names one entry. One comma-separated string (how the servers' own tools
+  // take them) is refused with the advice `as_list` gives for its text, `${NAME}` expanded.
+  void check_server_list(const Entry& item, std::string_view expected, std::string_view noun,
+                         const std::function<std::string(std::string_view)>& as_list) const;
+
+  // Refuses `endpoint` when `seen` already holds it (keyed by canonical_endpoint), else adds
+  // it: the same server twice in one list.
+  void check_listed_once(std::map<std::string, YAML::Mark>& seen, const Endpoint& endpoint,
+                         const Entry& element, std::string_view noun) const;
+
+  // An etcd backend's `endpoints` (load_etcd.cpp): a list of http://host:port,
+  // https://host:port or host:port (port 2379 when omitted), all different, all https:// or
+  // none.
+  AddressList etcd_endpoints(const Entry& item) const;
+
+  // One entry of `endpoints`.
+  EtcdEndpoint etcd_endpoint(const Entry& element) const;
+
+  // An etcd backend's `root`: the prefix of every key it writes.
+  std::string etcd_root(const Entry& item) const;
 
   // The backend's connect_timeout bounds a connection, not one given in the dsn.
   void warn_dsn_timeout(const std::vector<Entry>& items, const BackendConfig& backend) const;
 
-  // The `tls:` block into `tls`, all but `enabled` (which the addresses decide).
-  void tls_settings(const Entry& item, TlsConfig& tls) const;
+  // The `tls:` block of a backend talking to `server` into `tls`, all but `enabled` (which
+  // the scheme of the addresses decides, see tls_scheme()).
+  void tls_settings(const Entry& item, Server server, TlsConfig& tls) const;
 
   // A file a `tls:` key names, relative to base_dir_, that must exist and be readable.
   std::string tls_file(const Entry& item) const;
@@ -309,8 +361,9 @@ class Loader {
   // true or false.
   bool boolean(const Entry& item) const;
 
-  // A `tls:` block needs rediss:// addresses.
-  void check_tls(const std::vector<Entry>& items, const BackendConfig& backend) const;
+  // A `tls:` block needs rediss:// addresses (https:// endpoints for etcd).
+  void check_tls(const std::vector<Entry>& items, const TopologySpec& spec,
+                 const BackendConfig& backend) const;
 
   // What the address URL carries: user name, password, database.
   void merge_url(const ParsedAddress& url, const Entry& address_entry,

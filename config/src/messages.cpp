@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -34,6 +35,12 @@ std::string join(Keys keys) {
     out += key;
   }
   return out;
+}
+
+std::string with_article(std::string_view word) {
+  const bool vowel =
+      !word.empty() && std::string_view("aeiou").find(word.front()) != std::string_view::npos;
+  return fmt::format("{} {}", vowel ? "an" : "a", word);
 }
 
 // "; did you mean 'lease'?" when one candidate is close enough to be a typo, else "".
@@ -156,11 +163,11 @@ std::string address_problem(std::string_view text) {
   return std::string(kForms);
 }
 
-// Why parse_server refused `text`, a ZooKeeper server (host, host:port, [ipv6]:port), in the
-// words address_problem uses.
-std::string server_problem(std::string_view text) {
+// Why parse_server refused `text`, a ZooKeeper server or an etcd member (host, host:port,
+// [ipv6]:port), in the words address_problem uses.
+std::string server_problem(std::string_view text, int default_port) {
   if (!text.empty() && text.front() != '[' && std::count(text.begin(), text.end(), ':') > 1) {
-    return "put an IPv6 address in brackets, e.g. \"[::1]:2181\"";
+    return fmt::format("put an IPv6 address in brackets, e.g. \"[::1]:{}\"", default_port);
   }
   if (text.empty() || text.front() == ':') return "missing host";
   // host_port_problem blames the port for any fault after a ':'; when the port is a good one,
@@ -185,6 +192,25 @@ std::string server_problem(std::string_view text) {
 std::string_view address_form(std::string_view text, bool tls) {
   if (tls) return "rediss://";
   return text.find("://") == std::string_view::npos ? "host:port" : "redis://";
+}
+
+std::string_view tls_scheme(Server server) {
+  return server == Server::kEtcd ? "https://" : "rediss://";
+}
+
+std::string_view tls_addresses(Server server) {
+  return server == Server::kEtcd ? "https:// endpoints" : "rediss:// addresses";
+}
+
+std::string comma_list(std::string_view text) {
+  std::string list;
+  for (std::size_t start = 0; start <= text.size();) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    if (!list.empty()) list += ", ";
+    list += redact_address(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return list;
 }
 
 // `address: [::1]:6379` is a YAML list followed by junk; the parser's complaint alone does
@@ -251,6 +277,55 @@ const Entry* find_entry(const std::vector<Entry>& entries, std::string_view key)
     if (entry.key == key) return &entry;
   }
   return nullptr;
+}
+
+namespace {
+
+// The code point of the UTF-8 sequence at `text[i]`, advancing `i` past it; nullopt for a
+// malformed, overlong or surrogate sequence.
+std::optional<std::uint32_t> next_code_point(std::string_view text, std::size_t& i) {
+  const auto byte = [&](std::size_t at) { return static_cast<unsigned char>(text[at]); };
+  const unsigned char lead = byte(i);
+  std::size_t length = 0;
+  std::uint32_t point = 0;
+  std::uint32_t smallest = 0;
+  if (lead < 0x80) {
+    ++i;
+    return lead;
+  } else if ((lead & 0xE0) == 0xC0) {
+    length = 2, point = lead & 0x1F, smallest = 0x80;
+  } else if ((lead & 0xF0) == 0xE0) {
+    length = 3, point = lead & 0x0F, smallest = 0x800;
+  } else if ((lead & 0xF8) == 0xF0) {
+    length = 4, point = lead & 0x07, smallest = 0x10000;
+  } else {
+    return std::nullopt;
+  }
+  if (i + length > text.size()) return std::nullopt;
+  for (std::size_t k = 1; k < length; ++k) {
+    if ((byte(i + k) & 0xC0) != 0x80) return std::nullopt;
+    point = (point << 6) | (byte(i + k) & 0x3F);
+  }
+  if (point < smallest || point > 0x10FFFF || (point >= 0xD800 && point <= 0xDFFF)) {
+    return std::nullopt;
+  }
+  i += length;
+  return point;
+}
+
+}  // namespace
+
+std::optional<std::string> character_problem(std::string_view text,
+                                             bool (*refused)(std::uint32_t point),
+                                             std::string_view what) {
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t at = i;
+    const auto point = next_code_point(text, i);
+    if (!point) return fmt::format("is not valid UTF-8 (at byte {})", at + 1);
+    if (refused(*point))
+      return fmt::format("'{}' holds U+{:04X}, {}", printable(text), *point, what);
+  }
+  return std::nullopt;
 }
 
 }  // namespace dlock::internal::loading

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "dlock/config.hpp"
 #include "fuzz_check.hpp"
@@ -52,6 +53,28 @@ bool is_znode_root(std::string_view root) {
     if (component.empty() || component == "." || component == "..") return false;
     if (start == 1 && component == "zookeeper") return false;
     start = slash + 1;
+  }
+  return true;
+}
+
+// An etcd key prefix: starts with '/', does not end in '/', at most 4096 bytes, no control
+// bytes (the loader's UTF-8 and C1 checks are not repeated here).
+bool is_etcd_root(std::string_view root) {
+  if (root.size() < 2 || root.size() > 4096 || root.front() != '/' || root.back() == '/') {
+    return false;
+  }
+  for (char c : root) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return false;
+  }
+  return true;
+}
+
+// No server twice in one list.
+bool all_different(const std::vector<dlock::Endpoint>& endpoints) {
+  for (std::size_t i = 0; i < endpoints.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (endpoints[i] == endpoints[j]) return false;
+    }
   }
   return true;
 }
@@ -105,17 +128,21 @@ void check_backend(const std::string& name, const dlock::BackendConfig& b) {
                      "zookeeper session_timeout {} not above twice command_timeout {}",
                      b.session_timeout.count(), b.command_timeout.count());
     DLOCK_FUZZ_CHECK(is_znode_root(b.root), "zookeeper root '{}'", b.root);
-    for (std::size_t i = 0; i < b.endpoints.size(); ++i) {
-      for (std::size_t j = 0; j < i; ++j) {
-        DLOCK_FUZZ_CHECK(!(b.endpoints[i] == b.endpoints[j]), "zookeeper host '{}':{} twice",
-                         b.endpoints[i].host, b.endpoints[i].port);
-      }
-    }
+    DLOCK_FUZZ_CHECK(all_different(b.endpoints), "zookeeper backend '{}' lists a host twice", name);
   } else {
-    // Keys only a zookeeper backend takes.
-    DLOCK_FUZZ_CHECK(b.session_timeout == Millis{10000} && b.root == "/dlock",
-                     "backend '{}' with session_timeout {} root '{}'", name,
-                     b.session_timeout.count(), b.root);
+    // The key only a zookeeper backend takes.
+    DLOCK_FUZZ_CHECK(b.session_timeout == Millis{10000}, "backend '{}' with session_timeout {}",
+                     name, b.session_timeout.count());
+  }
+  if (b.topology == Topology::kEtcd) {
+    DLOCK_FUZZ_CHECK(b.dsn.empty() && b.username.empty() && b.password.empty() && b.database == 0 &&
+                         b.pool_size == 8,
+                     "etcd backend '{}' with a key of another topology", name);
+    DLOCK_FUZZ_CHECK(is_etcd_root(b.root), "etcd root '{}'", b.root);
+    DLOCK_FUZZ_CHECK(all_different(b.endpoints), "etcd backend '{}' lists an endpoint twice", name);
+  } else if (b.topology != Topology::kZookeeper) {
+    // Only zookeeper and etcd backends take a root.
+    DLOCK_FUZZ_CHECK(b.root == "/dlock", "backend '{}' with root '{}'", name, b.root);
   }
   if (b.topology == Topology::kSingle) DLOCK_FUZZ_CHECK(b.endpoints.size() == 1, "single: {}", b.endpoints.size());
   if (b.topology == Topology::kSentinel) DLOCK_FUZZ_CHECK(!b.master_name.empty(), "no master_name");

@@ -198,9 +198,9 @@ const BadFile kBadFiles[] = {
     // Topologies.
     {"UnknownTopologySuggestsCloseOne", "backends:\n  default:\n    topology: sentinal\n", "3:15",
      "backends.default.topology: unknown topology 'sentinal'; did you mean 'sentinel'?"},
-    {"UnknownTopologyListsValidOnes", "backends:\n  default:\n    topology: etcd\n", "3:15",
-     "unknown topology 'etcd' (expected one of: single, sentinel, cluster, redlock, "
-     "memory, postgres, zookeeper)"},
+    {"UnknownTopologyListsValidOnes", "backends:\n  default:\n    topology: consul\n", "3:15",
+     "unknown topology 'consul' (expected one of: single, sentinel, cluster, redlock, "
+     "memory, postgres, zookeeper, etcd)"},
     {"MissingTopologyIsRefused", "backends:\n  default:\n    address: 127.0.0.1\n", "3:5",
      "backends.default: missing required key 'topology'"},
     {"EmptyBackendIsRefused", "backends:\n  default:\n", "2:3",

@@ -135,7 +135,8 @@ const BadFile kBadZookeeperFiles[] = {
      "backends.default.hosts: does not apply to a single backend (it is a zookeeper setting)"},
     {"RootOnAPostgresBackendIsRefused",
      "backends:\n  default:\n    topology: postgres\n    dsn: host=h\n    root: /dlock\n", "5:5",
-     "backends.default.root: does not apply to a postgres backend (it is a zookeeper setting)"},
+     "backends.default.root: does not apply to a postgres backend (it is a zookeeper and etcd "
+     "setting)"},
     {"SessionTimeoutOnAMemoryBackendIsRefused",
      "backends:\n  default: {topology: memory, session_timeout: 10s}\n", "2:31",
      "backends.default.session_timeout: does not apply to a memory backend"},
@@ -145,13 +146,13 @@ const BadFile kBadZookeeperFiles[] = {
     {"MisspelledHostsSuggestsHosts",
      "backends:\n  zk:\n    topology: zookeeper\n    host: [a]\ndefaults: {backend: zk}\n", "4:5",
      "backends.zk.host: unknown key 'host'; did you mean 'hosts'?"},
-    {"UnknownTopologyListsZookeeperAmongValidOnes", "backends:\n  default:\n    topology: etcd\n",
+    {"UnknownTopologyListsZookeeperAmongValidOnes", "backends:\n  default:\n    topology: consul\n",
      "3:15",
-     "backends.default.topology: unknown topology 'etcd' (expected one of: single, sentinel, "
-     "cluster, redlock, memory, postgres, zookeeper)"},
+     "backends.default.topology: unknown topology 'consul' (expected one of: single, sentinel, "
+     "cluster, redlock, memory, postgres, zookeeper, etcd)"},
     {"MissingTopologyListsZookeeper", "backends:\n  default:\n    hosts: [zk1]\n", "3:5",
      "backends.default: missing required key 'topology' (one of: single, sentinel, cluster, "
-     "redlock, memory, postgres, zookeeper)"},
+     "redlock, memory, postgres, zookeeper, etcd)"},
     {"MisspelledTopologySuggestsZookeeper", "backends:\n  default:\n    topology: zookeper\n",
      "3:15", "backends.default.topology: unknown topology 'zookeper'; did you mean 'zookeeper'?"},
 
