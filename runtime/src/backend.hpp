@@ -4,6 +4,7 @@
 // and are the same for every topology.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -70,6 +71,20 @@ struct RenewItem {
   /// returns later has its lease declared lost although the renewal may have got through.
   Clock::time_point valid_until = Clock::time_point::max();
 };
+
+/// How long a renewal round of `items` started at `sent` may take: until `deadline`, and no
+/// later than the first validity among them ends (less 25 ms, but at least 50 ms after
+/// `sent`), whose outcome would come too late to count.
+inline Clock::time_point renewal_until(const std::vector<RenewItem>& items, Clock::time_point sent,
+                                       Clock::time_point deadline) {
+  for (const RenewItem& item : items) {
+    if (item.valid_until != Clock::time_point::max()) {
+      deadline = std::min(deadline,
+                          std::max(item.valid_until - Millis{25}, later(sent, Millis{50})));
+    }
+  }
+  return deadline;
+}
 
 enum class ReleaseOutcome {
   kReleased,     ///< deleted, waiters notified

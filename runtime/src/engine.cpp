@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "etcd/etcd_backend.hpp"
 #include "memory/memory_backend.hpp"
 #include "postgres/postgres_backend.hpp"
 #include "redis/cluster_backend.hpp"
@@ -22,6 +23,7 @@ const char* to_string(Topology topology) noexcept {
     case Topology::kMemory: return "memory";
     case Topology::kPostgres: return "postgres";
     case Topology::kZookeeper: return "zookeeper";
+    case Topology::kEtcd: return "etcd";
   }
   return "unknown";
 }
@@ -56,7 +58,7 @@ Engine make_engine(const BackendConfig& config, const std::string& service,
   std::string why;
   if (config.tls.enabled && config.topology != Topology::kMemory &&
       config.topology != Topology::kPostgres && config.topology != Topology::kZookeeper &&
-      !TlsContext::get(config.tls, why)) {
+      config.topology != Topology::kEtcd && !TlsContext::get(config.tls, why)) {
     throw ConfigError(fmt::format("backends.{}.tls: {}", config.name, why));
   }
   switch (config.topology) {
@@ -82,6 +84,9 @@ Engine make_engine(const BackendConfig& config, const std::string& service,
       return make_postgres_backend(config, service, std::move(metrics));
     case Topology::kZookeeper:
       return make_zookeeper_backend(config, service, std::move(metrics));
+    case Topology::kEtcd:
+      require_endpoints("at least one member");
+      return make_etcd_backend(config, service, std::move(metrics));
   }
   throw ConfigError(fmt::format("backends.{}: unknown topology", config.name));
 }

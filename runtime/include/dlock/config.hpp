@@ -27,7 +27,16 @@ inline constexpr Millis kMinimumLease{3};
 enum class OnBusy { kThrow, kSkip };
 
 /// Which kind of lock server a backend talks to.
-enum class Topology { kSingle, kSentinel, kCluster, kRedlock, kMemory, kPostgres, kZookeeper };
+enum class Topology {
+  kSingle,
+  kSentinel,
+  kCluster,
+  kRedlock,
+  kMemory,
+  kPostgres,
+  kZookeeper,
+  kEtcd
+};
 
 /// The topology's name as the configuration spells it ("single", "sentinel", ...).
 [[nodiscard]] const char* to_string(Topology topology) noexcept;
@@ -59,7 +68,8 @@ struct BackendConfig {
   std::string name;
   Topology topology = Topology::kSingle;
   /// single: one endpoint; sentinel: the sentinels; cluster: seed nodes; redlock: instances;
-  /// zookeeper: the ensemble's servers (`hosts`); postgres: none (the hosts are in `dsn`).
+  /// zookeeper: the ensemble's servers (`hosts`); etcd: the cluster's members (`endpoints`,
+  /// https:// ones with `tls.enabled`); postgres: none (the hosts are in `dsn`).
   std::vector<Endpoint> endpoints;
   std::string master_name;              ///< sentinel only
   int wait_replicas = 0;                ///< sentinel only
@@ -85,8 +95,9 @@ struct BackendConfig {
   /// its min/max; the shorter of the two bounds a lease). A held lock outlives a holder that
   /// stopped talking to the ensemble by at most this.
   Millis session_timeout{10000};
-  /// zookeeper only: an absolute znode path; the znodes of a service live under
-  /// `<root>/<service>/`, created as needed.
+  /// zookeeper: an absolute znode path; the znodes of a service live under
+  /// `<root>/<service>/`, created as needed. etcd: the prefix of every key of the backend
+  /// (a service's keys start with `<root>/<service>/`).
   std::string root = "/dlock";
 };
 

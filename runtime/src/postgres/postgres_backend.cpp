@@ -202,17 +202,14 @@ GrantReply PostgresBackend::acquire(const GrantRequest& request) {
 void PostgresBackend::renew(std::vector<RenewItem>& items) {
   if (items.empty()) return;
   Params keys, owners, ttls, tokens;
-  auto until = deadline();
+  // An answer after a lease's validity comes too late for it; the others wait no less.
+  const auto until = renewal_until(items, Clock::now(), deadline());
   for (const RenewItem& item : items) {
     keys.push_back(hex(item.key->str()));
     owners.emplace_back(item.owner);
     ttls.push_back(number_text(item.ttl.count()));
     tokens.push_back(number_text(static_cast<std::int64_t>(
         std::min<std::uint64_t>(item.token, std::numeric_limits<std::int64_t>::max()))));
-    // An answer after a lease's validity comes too late for it; the others wait no less.
-    if (item.valid_until != Clock::time_point::max()) {
-      until = std::min(until, std::max(item.valid_until - Millis{25}, later(Clock::now(), Millis{50})));
-    }
   }
   for (auto& item : items) item.outcome = RenewOutcome::kUnavailable;
   const PgResult result = call(PgStatement::kRenew,

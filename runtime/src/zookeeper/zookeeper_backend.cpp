@@ -223,12 +223,7 @@ void ZookeeperBackend::renew(std::vector<RenewItem>& items) {
   for (auto& item : items) item.outcome = RenewOutcome::kUnavailable;
   if (items.empty()) return;
   const auto sent = Clock::now();
-  auto until = deadline();
-  for (const RenewItem& item : items) {
-    if (item.valid_until != Clock::time_point::max()) {
-      until = std::min(until, std::max(item.valid_until - Millis{25}, later(sent, Millis{50})));
-    }
-  }
+  const auto until = renewal_until(items, sent, deadline());
   std::string error;
   const auto handle = session_->handle(until, error);
   if (!handle) return;
