@@ -287,6 +287,37 @@ void kill_child(pid_t pid) noexcept {
   unregister_child(pid);
 }
 
+std::vector<bool> terminate_children(const std::vector<pid_t>& pids,
+                                     milliseconds timeout) noexcept {
+  std::vector<bool> clean(pids.size(), false);
+  for (const pid_t pid : pids) {
+    if (pid > 0 && is_registered(pid)) {
+      ::kill(pid, SIGTERM);
+      ::kill(pid, SIGCONT);
+    }
+  }
+  const auto deadline = Clock::now() + timeout;
+  for (std::size_t i = 0; i < pids.size(); ++i) {
+    if (pids[i] <= 0 || !is_registered(pids[i])) continue;
+    const auto left = std::max(milliseconds(0),
+                               std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+    if (const auto status = reap(pids[i], left)) {
+      unregister_child(pids[i]);
+      clean[i] = *status != -1 && WIFEXITED(*status);
+    }
+  }
+  for (const pid_t pid : pids) kill_child(pid);
+  return clean;
+}
+
+void set_stop_state(pid_t pid, bool stopped, const std::string& who) {
+  ::kill(pid, stopped ? SIGSTOP : SIGCONT);
+  if (!wait_for_stop_state(pid, stopped, std::chrono::seconds(2))) {
+    throw std::runtime_error(
+        fmt::format("{} did not {} within 2 s", who, stopped ? "stop" : "continue"));
+  }
+}
+
 void launch_until_ready(const std::function<LaunchOutcome(std::string& failure)>& launch,
                         const std::function<bool()>& fixed_port,
                         const std::function<std::string()>& describe,

@@ -79,6 +79,15 @@ bool wait_for_stop_state(pid_t pid, bool stopped, std::chrono::milliseconds time
 bool child_running(pid_t pid);
 /// SIGKILL to the registered child `pid` and its process group; reaps and unregisters it.
 void kill_child(pid_t pid) noexcept;
+/// Stops several registered children by pid: SIGTERM (and SIGCONT, without which a stopped
+/// process keeps SIGTERM pending) to each, one wait bounded by `timeout` for them all, then
+/// SIGKILL to those left; each is reaped and unregistered. Element i is true when pids[i]
+/// exited by itself (WIFEXITED) within the wait. Pids <= 0 and unregistered ones are skipped.
+std::vector<bool> terminate_children(const std::vector<pid_t>& pids,
+                                     std::chrono::milliseconds timeout) noexcept;
+/// SIGSTOP (`stopped`) or SIGCONT to `pid`, then a wait of up to 2 s until the kernel reports
+/// it stopped or running again. Throws std::runtime_error "<who> did not stop|continue ...".
+void set_stop_state(pid_t pid, bool stopped, const std::string& who);
 
 /// The registry (child_registry.cpp): a child is registered from fork until it is reaped.
 void install_process_safety_net();

@@ -62,6 +62,9 @@ namespace dlock::test {
 /// Another process may take it before the caller binds it: callers retry on a bind failure,
 /// as RedisServer::start does.
 [[nodiscard]] int free_loopback_port();
+/// `count` distinct ports on 127.0.0.1 that were free a moment ago (all bound at once, then
+/// released), for a group of servers that must know each other's ports before they start.
+[[nodiscard]] std::vector<int> free_loopback_ports(std::size_t count);
 
 /// Calls `condition` every `interval` until it returns true or `timeout` has passed; returns
 /// its last result. A bounded replacement for sleep-and-hope in tests.

@@ -62,22 +62,29 @@ std::string redis_sentinel_program() {
 
 std::string redis_cli_program() { return DLOCK_REDIS_CLI; }
 
-int free_loopback_port() {
-  UniqueFd sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (sock.get() < 0) throw_errno("socket");
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  if (::bind(sock.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
-    throw_errno("bind 127.0.0.1:0");
+std::vector<int> free_loopback_ports(std::size_t count) {
+  std::vector<UniqueFd> sockets;
+  std::vector<int> ports;
+  for (std::size_t i = 0; i < count; ++i) {
+    UniqueFd sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (sock.get() < 0) throw_errno("socket");
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::bind(sock.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+      throw_errno("bind 127.0.0.1:0");
+    }
+    socklen_t length = sizeof address;
+    if (::getsockname(sock.get(), reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      throw_errno("getsockname");
+    }
+    ports.push_back(ntohs(address.sin_port));
+    sockets.push_back(std::move(sock));
   }
-  socklen_t length = sizeof address;
-  if (::getsockname(sock.get(), reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    throw_errno("getsockname");
-  }
-  return ntohs(address.sin_port);
+  return ports;
 }
+
+int free_loopback_port() { return free_loopback_ports(1).front(); }
 
 struct RedisServer::Impl {
   Options options;

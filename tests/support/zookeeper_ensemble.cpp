@@ -75,29 +75,6 @@ void write_text(const fs::path& path, const std::string& text) {
   if (!out) throw std::runtime_error(fmt::format("cannot write {}", path.string()));
 }
 
-// `count` distinct ports that were free a moment ago: all bound at once, then released.
-std::vector<int> free_loopback_ports(std::size_t count) {
-  std::vector<UniqueFd> sockets;
-  std::vector<int> ports;
-  for (std::size_t i = 0; i < count; ++i) {
-    UniqueFd sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (sock.get() < 0) throw_errno("socket");
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::bind(sock.get(), reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
-      throw_errno("bind 127.0.0.1:0");
-    }
-    socklen_t length = sizeof address;
-    if (::getsockname(sock.get(), reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-      throw_errno("getsockname");
-    }
-    ports.push_back(ntohs(address.sin_port));
-    sockets.push_back(std::move(sock));
-  }
-  return ports;
-}
-
 // The value of the "Mode: " line of a `srvr` answer, or "not serving" without one.
 std::string mode_of(const std::string& answer) {
   const std::string key = "Mode: ";
@@ -607,26 +584,14 @@ struct ZookeeperEnsemble::Impl {
     for (auto& m : members) kill_member(m);
   }
 
-  // SIGTERM (and SIGCONT: a stopped process would keep SIGTERM pending) to each, one bounded
-  // wait for all, then SIGKILL to those left.
+  // SIGTERM to each, one bounded wait for all, then SIGKILL to those left.
   void stop_members(const std::vector<Member*>& targets) noexcept {
-    for (Member* m : targets) {
-      if (m->pid > 0 && is_registered(m->pid)) {
-        ::kill(m->pid, SIGTERM);
-        ::kill(m->pid, SIGCONT);
-      }
+    std::vector<pid_t> pids;
+    for (const Member* m : targets) pids.push_back(m->pid);
+    const std::vector<bool> clean = terminate_children(pids, options.stop_timeout);
+    for (std::size_t k = 0; k < targets.size(); ++k) {
+      if (targets[k]->pid > 0) ended(*targets[k], clean[k]);
     }
-    const auto deadline = Clock::now() + options.stop_timeout;
-    for (Member* m : targets) {
-      if (m->pid <= 0 || !is_registered(m->pid)) continue;
-      const auto left = std::max(milliseconds(0),
-                                 std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
-      if (const auto status = reap(m->pid, left)) {
-        unregister_child(m->pid);
-        ended(*m, *status != -1 && WIFEXITED(*status));
-      }
-    }
-    for (Member* m : targets) kill_member(*m);
   }
 
   void stop_all() noexcept {
@@ -643,11 +608,7 @@ struct ZookeeperEnsemble::Impl {
 
   void set_stopped(Member& m, bool stopped) {
     require_running(m, stopped ? "pause" : "resume");
-    ::kill(m.pid, stopped ? SIGSTOP : SIGCONT);
-    if (!wait_for_stop_state(m.pid, stopped, std::chrono::seconds(2))) {
-      throw std::runtime_error(
-          fmt::format("{} did not {} within 2 s", describe(m), stopped ? "stop" : "continue"));
-    }
+    set_stop_state(m.pid, stopped, describe(m));
     m.paused = stopped;
   }
 

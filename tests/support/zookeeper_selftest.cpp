@@ -24,30 +24,15 @@
 
 #include "process_support.hpp"
 #include "redis_process.hpp"
+#include "selftest_support.hpp"
 #include "zookeeper_ensemble.hpp"
 
 namespace dlock::test {
 namespace {
 
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
+using namespace selftest;
 using detail::process_state;
-
-long long ms_since(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
-}
-
-// Gone, or a zombie waiting for init (not ours to reap): both count as ended.
-bool ended(pid_t pid) {
-  const char state = process_state(pid);
-  return state == '?' || state == 'Z' || state == 'X';
-}
-
-bool all_ended(const std::vector<pid_t>& pids) {
-  return wait_until([&] { return std::all_of(pids.begin(), pids.end(), ended); }, 10s);
-}
-
-bool in_proc(pid_t pid) { return std::filesystem::exists("/proc/" + std::to_string(pid)); }
 
 int count_mode(const ZookeeperEnsemble& zk, const std::string& wanted) {
   int n = 0;
@@ -361,25 +346,20 @@ TEST(ZookeeperEnsembleAloneTest, AFailedStartReportsTheLogsAndLeavesNothingRunni
 // their parent-death signal, a paused one too.
 TEST(ZookeeperEnsembleAloneTest, ATestProgramKilledBySigkillLeavesNoZookeeper) {
   ChildProcess holder({"/proc/self/exe", "--hold"});
-  std::string line;
-  for (;;) {
-    auto next = holder.read_line(60s);
-    ASSERT_TRUE(next.has_value()) << holder.take_output();
-    line = std::move(*next);
-    if (line.rfind("holding ", 0) == 0) break;
-  }
-  std::istringstream in(line.substr(std::strlen("holding ")));
+  const auto line = holding_line(holder, 60s);
+  ASSERT_TRUE(line.has_value()) << holder.take_output();
+  std::istringstream in(*line);
   pid_t running = -1;
   pid_t paused = -1;
   std::string first_dir;
   std::string second_dir;
-  ASSERT_TRUE(in >> running >> paused >> first_dir >> second_dir) << line;
+  ASSERT_TRUE(in >> running >> paused >> first_dir >> second_dir) << *line;
   EXPECT_TRUE(in_proc(running));
   EXPECT_EQ(process_state(paused), 'T');
 
   holder.signal(SIGKILL);
   EXPECT_EQ(holder.wait(5s), 128 + SIGKILL);
-  EXPECT_TRUE(all_ended({running, paused})) << line;
+  EXPECT_TRUE(all_ended({running, paused})) << *line;
   for (const auto& dir : {first_dir, second_dir}) {
     EXPECT_TRUE(std::filesystem::exists(dir)) << "nothing removed it";
     std::filesystem::remove_all(dir);
