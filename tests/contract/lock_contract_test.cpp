@@ -11,6 +11,7 @@
 #include "dlock/dlock.hpp"
 #include "endpoints.hpp"
 #include "postgres_server.hpp"
+#include "etcd_cluster.hpp"
 #include "zookeeper_ensemble.hpp"
 #include "redis_groups.hpp"
 #include "redis_process.hpp"
@@ -174,6 +175,26 @@ class ZookeeperTopo : public Topo {
   [[nodiscard]] Millis lease_limit() const override { return 4s; }
 };
 
+class EtcdTopo : public Topo {
+ public:
+  Config config() override {
+    static EtcdCluster& cluster = *[] {
+      static EtcdCluster c;
+      c.start();
+      return &c;
+    }();
+    Config c = MemoryTopo().config();
+    BackendConfig& b = c.backends["default"];
+    b.topology = Topology::kEtcd;
+    for (int i = 0; i < cluster.members(); ++i) {
+      b.endpoints.push_back(Endpoint{"127.0.0.1", cluster.client_port(i)});
+    }
+    b.connect_timeout = 1s;
+    b.command_timeout = 1s;
+    return c;
+  }
+};
+
 class LockContract : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -184,6 +205,7 @@ class LockContract : public ::testing::TestWithParam<std::string> {
     if (GetParam() == "redlock") topo_ = std::make_unique<RedlockTopo>();
     if (GetParam() == "postgres") topo_ = std::make_unique<PostgresTopo>();
     if (GetParam() == "zookeeper") topo_ = std::make_unique<ZookeeperTopo>();
+    if (GetParam() == "etcd") topo_ = std::make_unique<EtcdTopo>();
     ASSERT_TRUE(topo_) << GetParam();
   }
   Client make_client() { return Client(topo_->config()); }
@@ -612,7 +634,7 @@ TEST_P(LockContract, ClientsNameTheSameSlotFromTheServersClock) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, LockContract,
                          ::testing::Values("memory", "single", "sentinel", "cluster", "redlock",
-                                           "postgres", "zookeeper"),
+                                           "postgres", "zookeeper", "etcd"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

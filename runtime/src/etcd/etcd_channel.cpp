@@ -106,10 +106,12 @@ class DeleteWatch final : public grpc::ClientBidiReactor<pb::WatchRequest, pb::W
     ~Control() override { cancel(); }
   };
 
-  static std::shared_ptr<EtcdWatchCall> start(pb::Watch::Stub& stub, const std::string& key,
-                                              std::int64_t revision,
+  static std::shared_ptr<EtcdWatchCall> start(pb::Watch::Stub& stub,
+                                              std::shared_ptr<grpc::Channel> channel,
+                                              const std::string& key, std::int64_t revision,
                                               std::shared_ptr<EtcdSignal> signal) {
     auto call = std::shared_ptr<DeleteWatch>(new DeleteWatch(std::move(signal)));
+    call->channel_ = std::move(channel);
     auto control = std::make_shared<Control>();
     control->live = call;
     call->control_ = control;
@@ -158,6 +160,7 @@ class DeleteWatch final : public grpc::ClientBidiReactor<pb::WatchRequest, pb::W
   std::shared_ptr<EtcdSignal> signal_;
   std::weak_ptr<Control> control_;
   std::shared_ptr<DeleteWatch> self_;
+  std::shared_ptr<grpc::Channel> channel_;  // outlives the call, whatever goes first
 };
 
 // "Date: Fri, 27 Nov 2026 08:25:11 GMT" in an HTTP answer's head: seconds since the epoch.
@@ -267,11 +270,20 @@ grpc::Status EtcdChannel::on_members(Clock::time_point until, bool* maybe_applie
     const auto now = Clock::now();
     if (now >= until) break;
     const std::size_t index = (first + tried) % count;
+    // First round: a member whose connection failed is passed over at once. Second round:
+    // each is waited for to connect (gRPC reconnects only while a call waits), so that a
+    // cluster that comes back serves the next call.
+    const bool second_round = tried >= count;
+    if (!second_round &&
+        members_[index]->channel->GetState(true) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+      continue;
+    }
     // Half of what is left, so that one silent member does not use it all; all to the last.
     const bool last = tried + 1 == 2 * count;
     const auto attempt_until = last ? until : now + std::max<Clock::duration>((until - now) / 2,
                                                                               Millis{100});
     grpc::ClientContext context;
+    context.set_wait_for_ready(second_round);
     set_deadline(context, std::min(until, attempt_until));
     status = call(*members_[index], context);
     if (!member_trouble(status)) {
@@ -372,7 +384,7 @@ std::shared_ptr<EtcdWatchCall> EtcdChannel::watch_delete(const std::string& key,
                                                          std::int64_t revision,
                                                          std::shared_ptr<EtcdSignal> signal) {
   const auto m = member(current_.load(std::memory_order_relaxed) % members_.size());
-  return DeleteWatch::start(*m->watch, key, revision, std::move(signal));
+  return DeleteWatch::start(*m->watch, m->channel, key, revision, std::move(signal));
 }
 
 std::optional<std::int64_t> EtcdChannel::wall_clock_ms(Clock::time_point until,
