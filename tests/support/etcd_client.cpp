@@ -3,10 +3,15 @@
 // dlock_runtime only: compiled again here, protobuf would register the file twice.
 #include <grpc/grpc.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_certificate_verifier.h>
+#include <grpcpp/security/tls_credentials_options.h>
 
 #include <algorithm>
 #include <array>
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <utility>
 
 #include <fmt/format.h>
@@ -43,11 +48,16 @@ std::string code_name(grpc::StatusCode code) {
   return index < kNames.size() ? kNames[index] : fmt::format("code {}", index);
 }
 
-// "http://HOST:PORT" or "HOST:PORT" to gRPC's "HOST:PORT".
-std::string target_of(const std::string& endpoint) {
-  const std::string scheme = "http://";
+// "http://HOST:PORT", "https://HOST:PORT" (with `tls` only) or "HOST:PORT" to gRPC's
+// "HOST:PORT".
+std::string target_of(const std::string& endpoint, bool tls) {
+  std::string scheme = "http://";
   if (endpoint.rfind("https://", 0) == 0) {
-    throw std::invalid_argument("EtcdClient speaks plain HTTP/2 only, not " + endpoint);
+    if (!tls) {
+      throw std::invalid_argument("EtcdClient: " + endpoint +
+                                  " needs TLS: construct it with an EtcdClientTls");
+    }
+    scheme = "https://";
   }
   std::string target = endpoint.rfind(scheme, 0) == 0 ? endpoint.substr(scheme.size()) : endpoint;
   while (!target.empty() && target.back() == '/') target.pop_back();
@@ -66,15 +76,58 @@ EtcdKeyValue to_key_value(const pb::KeyValue& kv) {
   return {kv.key(), kv.value(), kv.create_revision(), kv.mod_revision(), kv.version(), kv.lease()};
 }
 
+std::string read_pem(const std::string& file, const char* what) {
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in || text.str().empty()) {
+    throw std::runtime_error(fmt::format("EtcdClient: cannot read the {} '{}'", what, file));
+  }
+  return text.str();
+}
+
+// SslCredentials, or, without verification, the experimental TlsCredentials with a verifier
+// that accepts anything (SslCredentials always checks the chain).
+std::shared_ptr<grpc::ChannelCredentials> credentials_of(const std::optional<EtcdClientTls>& tls) {
+  if (!tls) return grpc::InsecureChannelCredentials();
+  const std::string roots = tls->ca_file.empty() ? "" : read_pem(tls->ca_file, "CA file");
+  std::string cert, key;
+  if (!tls->cert_file.empty()) {
+    cert = read_pem(tls->cert_file, "certificate");
+    key = read_pem(tls->key_file, "key");
+  }
+  if (tls->verify) {
+    grpc::SslCredentialsOptions options;
+    options.pem_root_certs = roots;
+    options.pem_cert_chain = cert;
+    options.pem_private_key = key;
+    return grpc::SslCredentials(options);
+  }
+  namespace ex = grpc::experimental;
+  ex::TlsChannelCredentialsOptions options;
+  std::vector<ex::IdentityKeyCertPair> identity;
+  if (!cert.empty()) identity.push_back({key, cert});
+  options.set_certificate_provider(
+      std::make_shared<ex::StaticDataCertificateProvider>(roots, identity));
+  if (!roots.empty()) options.watch_root_certs();
+  if (!identity.empty()) options.watch_identity_key_cert_pairs();
+  options.set_verify_server_certs(false);
+  options.set_certificate_verifier(std::make_shared<ex::NoOpCertificateVerifier>());
+  options.set_check_call_host(false);
+  return ex::TlsCredentials(options);
+}
+
 // A channel of its own (no subchannel shared with other clients of the same member), which
 // tries again soon after a member comes back: at most 1 s between attempts, not 2 minutes.
-std::shared_ptr<grpc::Channel> make_channel(const std::string& target) {
+std::shared_ptr<grpc::Channel> make_channel(const std::string& target,
+                                            const std::optional<EtcdClientTls>& tls) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  if (tls && !tls->server_name.empty()) args.SetSslTargetNameOverride(tls->server_name);
+  return grpc::CreateCustomChannel(target, credentials_of(tls), args);
 }
 
 }  // namespace
@@ -87,10 +140,10 @@ struct EtcdClient::Impl {
   std::unique_ptr<pb::Lease::Stub> lease;
   std::unique_ptr<pb::Maintenance::Stub> maintenance;
 
-  Impl(std::string target_in, milliseconds timeout_in)
+  Impl(std::string target_in, milliseconds timeout_in, const std::optional<EtcdClientTls>& tls)
       : target(std::move(target_in)),
         timeout(timeout_in),
-        channel(make_channel(target)),
+        channel(make_channel(target, tls)),
         kv(pb::KV::NewStub(channel)),
         lease(pb::Lease::NewStub(channel)),
         maintenance(pb::Maintenance::NewStub(channel)) {}
@@ -151,7 +204,9 @@ struct EtcdClient::Impl {
 };
 
 EtcdClient::EtcdClient(std::string endpoint, milliseconds timeout)
-    : impl_(std::make_unique<Impl>(target_of(endpoint), timeout)) {}
+    : impl_(std::make_unique<Impl>(target_of(endpoint, false), timeout, std::nullopt)) {}
+EtcdClient::EtcdClient(std::string endpoint, const EtcdClientTls& tls, milliseconds timeout)
+    : impl_(std::make_unique<Impl>(target_of(endpoint, true), timeout, tls)) {}
 EtcdClient::~EtcdClient() = default;
 EtcdClient::EtcdClient(EtcdClient&&) noexcept = default;
 EtcdClient& EtcdClient::operator=(EtcdClient&&) noexcept = default;

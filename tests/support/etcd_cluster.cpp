@@ -46,6 +46,8 @@ struct EtcdCluster::Impl {
 
   [[nodiscard]] int count() const { return static_cast<int>(members.size()); }
   [[nodiscard]] int majority() const { return count() / 2 + 1; }
+  // A client URL: https:// with Options::tls.
+  [[nodiscard]] std::string url(int port) const { return etcd_url(port, options.tls.enabled); }
   [[nodiscard]] std::string program() const {
     return options.program.empty() ? etcd_program() : options.program;
   }
@@ -92,6 +94,7 @@ struct EtcdCluster::Impl {
       Member& m = members[static_cast<std::size_t>(i)];
       m.index = i;
       m.dir = dir / fmt::format("member-{}", i);
+      if (options.tls.enabled) m.tls = resolved_client_tls(options.tls);
       fs::create_directories(m.dir);
     }
   }
@@ -118,8 +121,8 @@ struct EtcdCluster::Impl {
         program(),
         "--name=m" + std::to_string(m.index),
         "--data-dir=" + m.data_dir().string(),
-        "--listen-client-urls=" + etcd_url(m.client_port),
-        "--advertise-client-urls=" + etcd_url(m.client_port),
+        "--listen-client-urls=" + url(m.client_port),
+        "--advertise-client-urls=" + url(m.client_port),
         "--listen-peer-urls=" + etcd_url(m.peer_port),
         "--initial-advertise-peer-urls=" + etcd_url(m.peer_port),
         "--initial-cluster=" + cluster,
@@ -131,6 +134,8 @@ struct EtcdCluster::Impl {
         "--logger=zap",
         "--log-outputs=" + m.log_file().string(),
     };
+    const auto tls = etcd_tls_flags(options.tls);
+    args.insert(args.end(), tls.begin(), tls.end());
     args.insert(args.end(), options.extra_flags.begin(), options.extra_flags.end());
     return args;
   }
@@ -337,8 +342,7 @@ struct EtcdCluster::Impl {
     std::vector<std::string> out;
     if (!ports_owned) return out;
     for (const auto& m : members) {
-      out.push_back(through_proxies && m.proxy ? etcd_url(m.proxy->port())
-                                               : etcd_url(m.client_port));
+      out.push_back(through_proxies && m.proxy ? url(m.proxy->port()) : url(m.client_port));
     }
     return out;
   }
@@ -391,11 +395,11 @@ std::vector<std::string> EtcdCluster::direct_endpoints() const { return impl_->u
 std::string EtcdCluster::endpoint(int i) const {
   if (!impl_->ports_owned) return {};
   const Impl::Member& m = impl_->member(i);
-  return etcd_url(m.proxy ? m.proxy->port() : m.client_port);
+  return impl_->url(m.proxy ? m.proxy->port() : m.client_port);
 }
 
 std::string EtcdCluster::direct_endpoint(int i) const {
-  return impl_->ports_owned ? etcd_url(client_port(i)) : std::string();
+  return impl_->ports_owned ? impl_->url(client_port(i)) : std::string();
 }
 
 int EtcdCluster::client_port(int i) const {
@@ -437,5 +441,15 @@ std::filesystem::path EtcdCluster::log_file(int i) const {
 }
 std::string EtcdCluster::log_tail(std::size_t lines) const { return impl_->log_tail(lines); }
 const EtcdCluster::Options& EtcdCluster::options() const { return impl_->options; }
+
+std::optional<EtcdClientTls> EtcdCluster::client_tls() const {
+  if (!impl_->options.tls.enabled) return std::nullopt;
+  return resolved_client_tls(impl_->options.tls);
+}
+
+EtcdClient EtcdCluster::client(int i, std::chrono::milliseconds timeout) const {
+  const auto tls = client_tls();
+  return tls ? EtcdClient(endpoint(i), *tls, timeout) : EtcdClient(endpoint(i), timeout);
+}
 
 }  // namespace dlock::test

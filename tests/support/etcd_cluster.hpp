@@ -22,6 +22,11 @@
 //   auto all = client.range("/locks/");                 // sorted by create revision
 //   client.revoke(lease);                               // its keys go with it
 //
+//   options.tls.enabled = true;                // https:// client URLs, test_pki() certificates
+//   options.tls.client_cert_auth = true;       // and every client shows a certificate
+//   EtcdClient over_tls = etcd.client(0);      // trusts the test CA, shows its client cert
+//   auto tls = *etcd.client_tls();             // the same files, e.g. for a dlock TlsConfig
+//
 // CMake: link dlock_test_etcd (it brings dlock_test_support and dlock_runtime_internals, whose
 // dlock_runtime holds the gRPC code generated from runtime/src/etcd/etcd_api.proto).
 //
@@ -70,9 +75,40 @@
 namespace dlock::test {
 
 class TcpProxy;
+class EtcdClient;
 
 /// The etcd program found at configure time (DLOCK_ETCD), or "" when none was found.
 [[nodiscard]] std::string etcd_program();
+
+/// How a harness client (EtcdClient) speaks TLS to a member.
+struct EtcdClientTls {
+  /// The CA certificates to trust (PEM); empty: gRPC's default roots.
+  std::string ca_file;
+  /// The client certificate and its key, shown when the member asks; empty: none.
+  std::string cert_file;
+  std::string key_file;
+  /// The name checked against the member's certificate (and sent as SNI); empty: the host.
+  std::string server_name;
+  /// false: the member's certificate is not checked at all (for a member whose certificate is
+  /// meant to fail, e.g. an expired one, that the harness must still ask for its status).
+  bool verify = true;
+};
+
+/// TLS on the members' client URLs (https://127.0.0.1:C); the peer URLs stay plain http.
+struct EtcdClusterTls {
+  bool enabled = false;
+  /// --cert-file and --key-file; empty: test_pki()'s server certificate and key.
+  std::string cert_file;
+  std::string key_file;
+  /// --client-cert-auth and --trusted-ca-file: every client shows a certificate signed by
+  /// `trusted_ca_file` (empty: test_pki()'s CA). etcd asks for one whenever it is given a
+  /// trusted CA, so the file is passed only with this.
+  bool client_cert_auth = false;
+  std::string trusted_ca_file;
+  /// What the harness's own client (and EtcdCluster::client_tls()) uses; empty files are
+  /// test_pki()'s CA and client certificate (shown only when the member asks).
+  EtcdClientTls client;
+};
 
 /// How to run a cluster.
 struct EtcdClusterOptions {
@@ -98,6 +134,8 @@ struct EtcdClusterOptions {
   std::chrono::milliseconds start_timeout = std::chrono::seconds(30);
   /// Bound on the wait after SIGTERM before stop() sends SIGKILL.
   std::chrono::milliseconds stop_timeout = std::chrono::seconds(5);
+  /// TLS on the client URLs (off: plain http, as before).
+  EtcdClusterTls tls;
 };
 
 /// An etcd cluster on 127.0.0.1, members indexed from 0 (etcd names m0, m1, ...). The
@@ -159,8 +197,8 @@ class EtcdCluster {
   /// Every member's role, e.g. "[leader, follower, down]", for messages.
   [[nodiscard]] std::string roles() const;
 
-  /// "http://127.0.0.1:PORT" of every member: of the proxies when Options::proxies, else the
-  /// members' own; empty before the first start.
+  /// "http://127.0.0.1:PORT" ("https://" with Options::tls) of every member: of the proxies
+  /// when Options::proxies, else the members' own; empty before the first start.
   [[nodiscard]] std::vector<std::string> endpoints() const;
   /// The members' own client URLs, whatever Options::proxies says.
   [[nodiscard]] std::vector<std::string> direct_endpoints() const;
@@ -192,6 +230,11 @@ class EtcdCluster {
   /// The last `lines` lines of each member's log and output, for failure messages.
   [[nodiscard]] std::string log_tail(std::size_t lines = 30) const;
   [[nodiscard]] const Options& options() const;
+  /// Options::tls.client with the test_pki() files filled in; nothing without Options::tls.
+  [[nodiscard]] std::optional<EtcdClientTls> client_tls() const;
+  /// A client of member `i` (endpoint(i)), speaking TLS as the harness does when it is on.
+  [[nodiscard]] EtcdClient client(int i,
+                                  std::chrono::milliseconds timeout = std::chrono::seconds(2)) const;
 
  private:
   struct Impl;
@@ -241,9 +284,15 @@ struct EtcdMemberStatus {
 /// its own store, also without a quorum). Not thread-safe; movable.
 class EtcdClient {
  public:
-  /// `endpoint`: "http://127.0.0.1:PORT" or "127.0.0.1:PORT". Connects lazily.
+  /// `endpoint`: "http://127.0.0.1:PORT" or "127.0.0.1:PORT" (an https:// one throws
+  /// std::invalid_argument: it needs the TLS below). Connects lazily.
   explicit EtcdClient(std::string endpoint,
                       std::chrono::milliseconds timeout = std::chrono::seconds(2));
+  /// Over TLS with `tls`, whatever the scheme ("https://", "http://" or none); throws
+  /// std::runtime_error when a file cannot be read. A handshake that fails is an EtcdError
+  /// (UNAVAILABLE) with gRPC's reason.
+  EtcdClient(std::string endpoint, const EtcdClientTls& tls,
+             std::chrono::milliseconds timeout = std::chrono::seconds(2));
   ~EtcdClient();
   EtcdClient(EtcdClient&&) noexcept;
   EtcdClient& operator=(EtcdClient&&) noexcept;

@@ -11,6 +11,7 @@
 #include "etcd_member.hpp"
 #include "process_support.hpp"
 #include "redis_process.hpp"
+#include "test_pki.hpp"
 
 namespace dlock::test::detail {
 
@@ -21,7 +22,35 @@ constexpr milliseconds kProbeTimeout{1000};
 
 }  // namespace
 
-std::string etcd_url(int port) { return fmt::format("http://127.0.0.1:{}", port); }
+std::string etcd_url(int port, bool tls) {
+  return fmt::format("{}://127.0.0.1:{}", tls ? "https" : "http", port);
+}
+
+std::vector<std::string> etcd_tls_flags(const EtcdClusterTls& tls) {
+  if (!tls.enabled) return {};
+  const TestPki& pki = test_pki();
+  std::vector<std::string> flags = {
+      "--cert-file=" + (tls.cert_file.empty() ? pki.server_cert : tls.cert_file),
+      "--key-file=" + (tls.key_file.empty() ? pki.server_key : tls.key_file),
+  };
+  if (tls.client_cert_auth) {
+    flags.push_back("--client-cert-auth=true");
+    flags.push_back("--trusted-ca-file=" +
+                    (tls.trusted_ca_file.empty() ? pki.ca_file : tls.trusted_ca_file));
+  }
+  return flags;
+}
+
+EtcdClientTls resolved_client_tls(const EtcdClusterTls& tls) {
+  EtcdClientTls client = tls.client;
+  const TestPki& pki = test_pki();
+  if (client.ca_file.empty()) client.ca_file = pki.ca_file;
+  if (client.cert_file.empty() && client.key_file.empty()) {
+    client.cert_file = pki.client_cert;
+    client.key_file = pki.client_key;
+  }
+  return client;
+}
 
 bool port_accepts(int port, milliseconds timeout) {
   UniqueFd sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
@@ -79,7 +108,8 @@ void EtcdMember::spawn(const std::vector<std::string>& argv) {
   }
   pid = detail::spawn({argv, env, output.get(), output.get(), dir.string()});
   paused = false;
-  probe = std::make_unique<EtcdClient>(etcd_url(client_port), kProbeTimeout);
+  probe = tls ? std::make_unique<EtcdClient>(etcd_url(client_port, true), *tls, kProbeTimeout)
+              : std::make_unique<EtcdClient>(etcd_url(client_port), kProbeTimeout);
   const std::string serving = "\"msg\":\"serving peer traffic\"";
   wait_until(
       [&] {

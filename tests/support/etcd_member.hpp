@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,8 +17,12 @@
 
 namespace dlock::test::detail {
 
-/// "http://127.0.0.1:PORT".
-[[nodiscard]] std::string etcd_url(int port);
+/// "http://127.0.0.1:PORT", or "https://127.0.0.1:PORT" with `tls`.
+[[nodiscard]] std::string etcd_url(int port, bool tls = false);
+/// The flags that put TLS on a member's client URLs (none when `tls` is off).
+[[nodiscard]] std::vector<std::string> etcd_tls_flags(const EtcdClusterTls& tls);
+/// `tls.client` with test_pki()'s files where it names none.
+[[nodiscard]] EtcdClientTls resolved_client_tls(const EtcdClusterTls& tls);
 /// Whether something accepts a TCP connection on 127.0.0.1:`port` within `timeout`.
 [[nodiscard]] bool port_accepts(int port, std::chrono::milliseconds timeout);
 
@@ -39,6 +44,7 @@ struct EtcdMember {
   std::uintmax_t log_offset = 0;      ///< of etcd.log at the last launch
   std::uintmax_t output_offset = 0;   ///< of output.log at the last launch
   std::unique_ptr<EtcdClient> probe;  ///< the harness's own client, straight to the member
+  std::optional<EtcdClientTls> tls;   ///< how the probe speaks TLS; nothing: plain http
   std::unique_ptr<TcpProxy> proxy;
 
   [[nodiscard]] std::filesystem::path data_dir() const { return dir / "data"; }
