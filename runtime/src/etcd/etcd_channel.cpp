@@ -219,6 +219,22 @@ std::optional<std::string> http_head(const Endpoint& endpoint,
   return head;
 }
 
+// Why gRPC could not connect to `endpoint`: over TLS, the reason the project's own TLS stream
+// gives (a handshake and GET /version, as for the clock) when it fails with a TLS error, which
+// names the certificate problem, the missing client certificate or the plain-text port that
+// gRPC's text does not; gRPC's own reason otherwise.
+grpc::Status explained(const grpc::Status& unreached, const BackendConfig& config,
+                       const Endpoint& endpoint, Clock::time_point until) {
+  if (!config.tls.enabled) return unreached;
+  std::string error;
+  const auto tls = TlsContext::get(config.tls, error);
+  if ((tls && http_head(endpoint, tls, until, error)) || error.rfind("TLS", 0) != 0) {
+    return unreached;
+  }
+  return {grpc::StatusCode::UNAVAILABLE,
+          fmt::format("{} (gRPC: {})", error, unreached.error_message())};
+}
+
 }  // namespace
 
 bool member_trouble(const grpc::Status& status) {
@@ -264,20 +280,18 @@ EtcdChannel::~EtcdChannel() = default;
 template <typename Call>
 grpc::Status EtcdChannel::on_members(Clock::time_point until, bool* maybe_applied, Call&& call) {
   grpc::Status status(grpc::StatusCode::DEADLINE_EXCEEDED, "no member answered in time");
+  grpc::Status unreached;  // the first connection failure: the timeouts after it say less
   const std::size_t count = members_.size();
   const std::size_t first = current_.load(std::memory_order_relaxed) % count;
   for (std::size_t tried = 0; tried < 2 * count; ++tried) {
     const auto now = Clock::now();
     if (now >= until) break;
     const std::size_t index = (first + tried) % count;
-    // First round: a member whose connection failed is passed over at once. Second round:
-    // each is waited for to connect (gRPC reconnects only while a call waits), so that a
-    // cluster that comes back serves the next call.
+    // First round: a member whose connection failed is passed over at once (the call fails
+    // at once, with gRPC's last connection error). Second round: each is waited for to
+    // connect (gRPC reconnects only while a call waits), so that a cluster that comes back
+    // serves the next call.
     const bool second_round = tried >= count;
-    if (!second_round &&
-        members_[index]->channel->GetState(true) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
-      continue;
-    }
     // Half of what is left, so that one silent member does not use it all; all to the last.
     const bool last = tried + 1 == 2 * count;
     const auto attempt_until = last ? until : now + std::max<Clock::duration>((until - now) / 2,
@@ -291,7 +305,15 @@ grpc::Status EtcdChannel::on_members(Clock::time_point until, bool* maybe_applie
       return status;
     }
     if (maybe_applied && !not_sent(status)) *maybe_applied = true;
+    if (not_sent(status) && unreached.ok()) {
+      unreached = explained(status, config_, config_.endpoints[index],
+                            std::min(until, attempt_until));
+    }
     current_.store((index + 1) % count, std::memory_order_relaxed);
+  }
+  if (!unreached.ok() &&
+      (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED || not_sent(status))) {
+    return unreached;
   }
   return status;
 }
