@@ -1,6 +1,6 @@
 // dlock_checker: mutual exclusion under faults, checked over a recorded history.
 //
-//   dlock_checker --topology single|sentinel|cluster|redlock|two-backends|postgres|zookeeper
+//   dlock_checker --topology single|sentinel|cluster|redlock|two-backends|postgres|zookeeper|etcd
 //                 [--seconds 25] [--workers 4] [--lease-ms 1000] [--work-us 2000] [--seed N]
 //                 [--liveness-bound-ms 3000] [--wait-replicas N (sentinel; default 1)]
 //                 [--broken-lock] [--no-fencing] [--keep]
@@ -14,8 +14,8 @@
 // lease (single, redlock); and the topology's own: server restarts, servers stopped with
 // SIGSTOP, connections held, delayed or reset by a proxy, Sentinel failovers, slot migrations,
 // Cluster failovers, Redlock instances killed or stopped, PostgreSQL's client connections
-// terminated). With two-backends, a bystander client holds a lease on the lock's backend and
-// one on a second backend that stalls, and the first must stay renewed.
+// terminated, ZooKeeper and etcd leaders killed, members stopped, whole groups restarted). With
+// two-backends, a bystander's lease on the lock's backend must stay renewed while a second stalls.
 // Then the faults stop, the workers stop, and a fresh client must get the lock within lease +
 // the liveness bound. The histories and the store's log are checked (analysis.hpp) and a
 // summary printed; exit status 1 on any violation, 2 when the run itself could not be made (a
@@ -45,6 +45,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "analysis.hpp"
@@ -465,6 +466,7 @@ class Run {
     fault.end = monotonic_ns();
     if (fault.detail.empty()) {
       say(fmt::format("  fault {:<18} skipped: no worker caught inside its section", kind));
+      say_lock_state();
     } else if (fault.detail.rfind("skipped", 0) == 0) {
       say(fmt::format("  fault {:<18} {}", kind, fault.detail));
     } else {
@@ -495,15 +497,35 @@ class Run {
     }
   }
 
+  // The lock's keys on the servers and where each live worker is, when they seem stuck.
+  void say_lock_state() {
+    std::string state;
+    try {
+      state = topology_->lock_state();
+    } catch (const std::exception& e) {
+      state = std::string("(lock state not read: ") + e.what() + ")";
+    }
+    if (state.empty()) return;
+    if (state.back() == '\n') state.pop_back();
+    say("  lock state:\n" + state);
+    for (const auto& w : workers_) {
+      if (w.killed_at == 0) {
+        say(fmt::format("    worker {} (pid {}): last line '{}'", w.id, w.process->pid(), last_line(w.history)));
+      }
+    }
+  }
+
   void stop_workers() {
     std::ofstream(stop_file_) << "stop\n";
     const auto give_up = std::chrono::steady_clock::now() + 10s;
+    bool described = false;
     for (auto& w : workers_) {
       if (w.killed_at != 0) continue;
       const auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(give_up - std::chrono::steady_clock::now());
       const auto status = w.process->wait(std::max(left, 1ms));
       if (!status) {
+        if (!std::exchange(described, true)) say_lock_state();
         say(fmt::format("  worker {} did not stop within 10 s; killed", w.id));
         w.process->kill();
         w.killed_at = monotonic_ns();

@@ -10,29 +10,16 @@
 #include "zookeeper_ensemble.hpp"
 
 namespace checker {
-namespace {
 
 using namespace std::chrono_literals;
+
+namespace {
+
 using dlock::test::RedisAdmin;
 using dlock::test::RedisServer;
 using dlock::test::wait_until;
 
 Node node_of(const RedisServer& server) { return Node{server.host(), server.port()}; }
-
-std::string yaml_list(const std::vector<std::string>& items) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
-  return out + "]";
-}
-
-std::size_t pick(std::mt19937& rng, std::size_t n) {
-  return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng);
-}
-
-std::chrono::milliseconds between(std::mt19937& rng, std::chrono::milliseconds low,
-                                  std::chrono::milliseconds high) {
-  return std::chrono::milliseconds(std::uniform_int_distribution<long long>(low.count(), high.count())(rng));
-}
 
 // SIGSTOP of `server` (a RedisServer or a PostgresServer) for lease + 0.2 ... lease + 1 s,
 // then SIGCONT: connections are accepted and requests queue up unanswered, unlike a killed
@@ -52,38 +39,6 @@ dlock::test::RedisServerOptions clock_stepping() {
   dlock::test::RedisServerOptions options;
   options.clock_step = true;
   return options;
-}
-
-// The network faults of a proxy between the clients and one server; every one ends with the
-// proxy forwarding again.
-const std::vector<std::string> kNetworkFaults{"net-blackhole", "net-delay", "net-reset"};
-
-std::string network_fault(const std::string& kind, dlock::test::TcpProxy& proxy,
-                          std::chrono::milliseconds lease, std::mt19937& rng, const std::string& what) {
-  if (kind == "net-blackhole") {  // nothing crosses; held bytes cross after it heals
-    const auto held = lease + between(rng, 200ms, 1000ms);
-    proxy.blackhole();
-    std::this_thread::sleep_for(held);
-    proxy.pass();
-    return fmt::format("connections to {} held (blackhole) for {} ms", what, held.count());
-  }
-  if (kind == "net-delay") {  // every byte late, for two leases
-    const auto late = between(rng, 50ms, lease / 2);
-    proxy.delay(late);
-    std::this_thread::sleep_for(2 * lease);
-    proxy.pass();
-    return fmt::format("connections to {} delayed by {} ms for {} ms", what, late.count(), (2 * lease).count());
-  }
-  if (kind != "net-reset") throw std::logic_error("no network fault " + kind);
-  const auto down = between(rng, 100ms, 500ms);
-  proxy.reset();
-  std::this_thread::sleep_for(down);
-  proxy.pass();
-  return fmt::format("connections to {} reset (RST), new ones too, for {} ms", what, down.count());
-}
-
-bool is_network_fault(const std::string& kind) {
-  return std::find(kNetworkFaults.begin(), kNetworkFaults.end(), kind) != kNetworkFaults.end();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -570,12 +525,7 @@ class Zookeeper final : public Topology {
         yaml_list(hosts), session.count(), session.count() * 2 / 5);
   }
   bool speaks_redis() const override { return false; }
-  std::vector<std::string> fault_kinds() const override {
-    std::vector<std::string> kinds{"kill-leader", "stop-member", "restart-ensemble",
-                                   "net-all-blackhole"};
-    kinds.insert(kinds.end(), kNetworkFaults.begin(), kNetworkFaults.end());
-    return kinds;
-  }
+  std::vector<std::string> fault_kinds() const override { return quorum_group_faults(); }
   std::string inject(const std::string& kind, std::mt19937& rng) override {
     if (kind == "kill-leader") {
       const int leader = ensemble_.leader();
@@ -655,9 +605,10 @@ std::unique_ptr<Topology> make_topology(const std::string& name, std::chrono::mi
   if (name == "two-backends") return std::make_unique<TwoBackends>(lease);
   if (name == "postgres") return std::make_unique<Postgres>(lease);
   if (name == "zookeeper") return std::make_unique<Zookeeper>(lease);
+  if (name == "etcd") return make_etcd(lease);
   throw std::invalid_argument(
       "--topology: unknown topology '" + name +
-      "' (single, sentinel, cluster, redlock, two-backends, postgres or zookeeper)");
+      "' (single, sentinel, cluster, redlock, two-backends, postgres, zookeeper or etcd)");
 }
 
 }  // namespace checker

@@ -62,6 +62,9 @@ class Topology {
   }
   /// Returns once every server is up and the topology is stable again.
   virtual void wait_healthy() = 0;
+  /// What the servers hold for the lock (one line per key: owner, token, lease, TTL), for the
+  /// report when the workers are stuck; empty when the topology cannot tell.
+  [[nodiscard]] virtual std::string lock_state() { return ""; }
   /// The Redis key of the lock's fencing counter, set once the lock has been taken.
   void set_lock_key(std::string key) { lock_key_ = std::move(key); }
 
@@ -70,10 +73,36 @@ class Topology {
 };
 
 /// single, sentinel (clients use `wait_replicas`, ignored by the others), cluster, redlock,
-/// two-backends (a single server for the lock, and a second single server that stalls) or
-/// postgres (one PostgreSQL server) or zookeeper (a 3-member ensemble); throws on another
-/// name.
+/// two-backends (a single server for the lock, and a second single server that stalls),
+/// postgres (one PostgreSQL server), zookeeper (a 3-member ensemble) or etcd (a 3-member
+/// cluster); throws on another name.
 std::unique_ptr<Topology> make_topology(const std::string& name, std::chrono::milliseconds lease,
                                         int wait_replicas);
+
+/// etcd: a 3-member cluster, each member behind a proxy (etcd_topology.cpp).
+std::unique_ptr<Topology> make_etcd(std::chrono::milliseconds lease);
+
+// Shared by the topologies' files (topology_support.cpp).
+
+/// "[a, b, c]": a YAML flow list of `items` as they are.
+[[nodiscard]] std::string yaml_list(const std::vector<std::string>& items);
+/// A uniform pick in 0 .. n - 1.
+[[nodiscard]] std::size_t pick(std::mt19937& rng, std::size_t n);
+/// A uniform duration in low .. high.
+[[nodiscard]] std::chrono::milliseconds between(std::mt19937& rng, std::chrono::milliseconds low,
+                                                std::chrono::milliseconds high);
+
+/// The network faults of a proxy between the clients and one server: net-blackhole,
+/// net-delay, net-reset.
+extern const std::vector<std::string> kNetworkFaults;
+[[nodiscard]] bool is_network_fault(const std::string& kind);
+/// Runs one of kNetworkFaults on `proxy` (`what` names its server in the detail returned);
+/// the proxy forwards again when it returns.
+std::string network_fault(const std::string& kind, dlock::test::TcpProxy& proxy,
+                          std::chrono::milliseconds lease, std::mt19937& rng, const std::string& what);
+/// The faults of a 3-member quorum group whose members each have a proxy (zookeeper, etcd):
+/// kill-leader, stop-member, restart-ensemble, net-all-blackhole, then kNetworkFaults on one
+/// member's proxy.
+[[nodiscard]] std::vector<std::string> quorum_group_faults();
 
 }  // namespace checker
