@@ -17,6 +17,7 @@ constexpr std::size_t kMaxNameBytes = 4096;
 // etcd's longest lease TTL (about 285 years).
 constexpr std::int64_t kMaxTtlSeconds = 9'000'000'000;
 constexpr Millis kRetryDelete{1000};
+constexpr std::size_t kOpsPerTxn = 64;
 
 std::int64_t seconds_for(Millis lease) {
   return std::clamp<std::int64_t>(lease.count() / 1000 + (lease.count() % 1000 != 0), 1,
@@ -131,6 +132,12 @@ GrantReply EtcdBackend::acquire(const GrantRequest& request) {
   const std::string prefix = prefix_of(request.key);
   const std::string mine = prefix + std::string(request.owner);
   std::optional<EtcdHold> hold = book_->find(request.owner);
+  if (watch && hold && hold->waiting && hold->revision != 0) {
+    // Queued already: a read tells where it stands, without a write through raft.
+    Try t{request, watch, until, prefix, *hold, {}};
+    if (auto reply = check_place(t)) return *reply;
+    hold = book_->find(request.owner);  // its key went: queue again
+  }
   for (int round = 0; round < 3; ++round) {
     std::string error;
     if (!hold && !(hold = new_hold(request, mine, until, error))) return unavailable(error, false);
@@ -155,9 +162,13 @@ GrantReply EtcdBackend::acquire(const GrantRequest& request) {
       compare->set_range_end(prefix_end(prefix));
       *txn.add_failure()->mutable_request_range() = queue_range(prefix, 1);
     }
-    Try t{request, watch, until, prefix, *hold, {}};
     bool maybe_applied = false;
-    const grpc::Status status = channel_->txn(txn, t.reply, until, &maybe_applied);
+    pb::TxnResponse reply;
+    const grpc::Status status = channel_->txn(txn, reply, until, &maybe_applied);
+    if (maybe_applied && !hold->in_doubt) {
+      hold->in_doubt = true;
+      book_->note(request.owner, *hold);
+    }
     if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
       book_->take(request.owner);  // its lease expired: queue again on a new one
       hold.reset();
@@ -165,9 +176,13 @@ GrantReply EtcdBackend::acquire(const GrantRequest& request) {
     }
     if (!status.ok()) {
       // A key that may exist stays in the book, for the owner-checked release to find.
-      if (!maybe_applied && !watch) book_->take(request.owner);
+      if (!maybe_applied && hold->revision == 0 && !hold->waiting) {
+        book_->take(request.owner);
+        book_->let_go(*hold);
+      }
       return unavailable(describe(status), maybe_applied);
     }
+    Try t{request, watch, until, prefix, *hold, std::move(reply)};
     return take_place(t);
   }
   return unavailable(fmt::format("the leases for {} kept expiring", printable(prefix)), false);
@@ -195,36 +210,74 @@ GrantReply EtcdBackend::take_place(Try& t) {
   } else {
     token = t.reply.header().revision();  // created by this transaction
   }
-  if (token != 0 && before.empty()) {
-    t.hold.revision = token;
-    t.hold.waiting = false;
-    if (t.watch) t.watch->settled();
-    reply.kind = GrantReply::Kind::kAcquired;
-    reply.token = static_cast<std::uint64_t>(token);
-    const auto now = Clock::now();
-    reply.ttl = std::clamp(std::chrono::duration_cast<Millis>(t.hold.fresh_until - now),
-                           Millis{1}, t.request.lease);
-    // Deleted by this process when the holder's validity ends unrenewed: etcd itself would
-    // wait for the lease's whole seconds.
-    t.hold.delete_at = later(now, reply.ttl);
-    book_->note(t.request.owner, t.hold);
-    return reply;
-  }
-  reply.kind = GrantReply::Kind::kBusy;
-  reply.last_token = static_cast<std::uint64_t>(before_token);
+  if (token != 0 && before.empty()) return granted(t, token);
   if (!t.watch) {
-    // Nothing was made: the lease goes back for the next lock.
+    // Nothing was made: the lease goes back for the next lock (or is revoked, in doubt).
     book_->take(t.request.owner);
-    book_->free_lease(t.hold);
+    book_->let_go(t.hold);
+    reply.kind = GrantReply::Kind::kBusy;
+    reply.last_token = static_cast<std::uint64_t>(before_token);
     return reply;
   }
   t.hold.revision = token;
+  return queued(t, before, before_token);
+}
+
+GrantReply EtcdBackend::granted(Try& t, std::int64_t token) {
+  t.hold.revision = token;
+  t.hold.waiting = false;
+  if (t.watch) t.watch->settled();
+  GrantReply reply;
+  reply.kind = GrantReply::Kind::kAcquired;
+  reply.token = static_cast<std::uint64_t>(token);
+  const auto now = Clock::now();
+  reply.ttl = std::clamp(std::chrono::duration_cast<Millis>(t.hold.fresh_until - now), Millis{1},
+                         t.request.lease);
+  // Deleted by this process when the holder's validity ends unrenewed: etcd itself would
+  // wait for the lease's whole seconds.
+  t.hold.delete_at = later(now, reply.ttl);
+  book_->note(t.request.owner, t.hold);
+  return reply;
+}
+
+// The owner's key waits behind `before`: it keeps its place, its lease kept alive by this
+// process, and watches that key from the revision the queue was read at.
+GrantReply EtcdBackend::queued(Try& t, const std::string& before, std::int64_t before_token) {
   if (!t.hold.waiting) t.hold.kept_at = Clock::now();
   t.hold.waiting = true;
   book_->note(t.request.owner, t.hold);
   t.watch->queued(t.request.owner);
   t.watch->arm(before, t.reply.header().revision());
+  GrantReply reply;
+  reply.kind = GrantReply::Kind::kBusy;
+  reply.last_token = static_cast<std::uint64_t>(before_token);
   return reply;
+}
+
+// A queued waiter's place, read (one linearizable read-only transaction): its own key, and
+// the last key created before it. Nothing when its key is gone (then it queues again).
+std::optional<GrantReply> EtcdBackend::check_place(Try& t) {
+  pb::TxnRequest txn;
+  auto* own = txn.add_success()->mutable_request_range();
+  own->set_key(t.hold.key);
+  own->set_keys_only(true);
+  pb::RangeRequest before = queue_range(t.prefix, 1);
+  before.set_sort_order(pb::RangeRequest::DESCEND);
+  before.set_max_create_revision(t.hold.revision - 1);
+  *txn.add_success()->mutable_request_range() = before;
+  const grpc::Status status = channel_->txn(txn, t.reply, t.until);
+  if (!status.ok()) return unavailable(describe(status), false);
+  const auto& mine = t.reply.responses(0).response_range();
+  if (mine.kvs_size() != 1 || mine.kvs(0).create_revision() != t.hold.revision) {
+    book_->take(t.request.owner);
+    t.hold.waiting = false;
+    t.hold.revision = 0;
+    book_->note(t.request.owner, t.hold);
+    return std::nullopt;
+  }
+  const auto& ahead = t.reply.responses(1).response_range();
+  if (ahead.kvs_size() == 0) return granted(t, t.hold.revision);
+  return queued(t, ahead.kvs(0).key(), ahead.kvs(0).create_revision());
 }
 
 void EtcdBackend::renew(std::vector<RenewItem>& items) {
@@ -232,11 +285,11 @@ void EtcdBackend::renew(std::vector<RenewItem>& items) {
   if (items.empty()) return;
   const auto sent = Clock::now();
   const auto until = renewal_until(items, sent, deadline());
-  // Each hold's key must still be there (a key deleted by hand leaves its lease alive), and
-  // its lease is kept alive.
+  // Each hold's lease is kept alive, then its key must still be there (a key deleted by
+  // hand, or by a forced release, leaves its lease alive).
   std::vector<std::optional<EtcdHold>> holds(items.size());
   std::vector<std::int64_t> leases;
-  pb::TxnRequest check;
+  std::vector<std::string> keys;
   for (std::size_t i = 0; i < items.size(); ++i) {
     holds[i] = book_->find(items[i].owner);
     if (!holds[i] || holds[i]->revision == 0) {
@@ -244,30 +297,54 @@ void EtcdBackend::renew(std::vector<RenewItem>& items) {
       holds[i].reset();
       continue;
     }
-    auto* range = check.add_success()->mutable_request_range();
-    range->set_key(holds[i]->key);
-    range->set_keys_only(true);
     leases.push_back(holds[i]->lease);
+    keys.push_back(holds[i]->key);
   }
   if (leases.empty()) return;
-  pb::TxnResponse checked;
-  if (!channel_->txn(check, checked, until).ok()) return;
   const auto ttls = channel_->keep_alive(leases, until);
   if (!ttls) return;
+  const auto revisions = created_at(keys, until);
+  if (!revisions) return;
   std::size_t at = 0;
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (!holds[i]) continue;
-    const auto& found = checked.responses(static_cast<int>(at)).response_range();
-    const std::int64_t ttl_s = (*ttls)[at++];
-    const bool there = found.kvs_size() == 1 &&
-                       found.kvs(0).create_revision() == holds[i]->revision;
-    if (there && ttl_s > 0) {
+    const std::int64_t ttl_s = (*ttls)[at];
+    const bool there = (*revisions)[at++] == holds[i]->revision;
+    // Unless released, or deleted by the reaper, meanwhile.
+    if (there && ttl_s > 0 &&
+        book_->kept(items[i].owner, holds[i]->lease, sent, ttl_s, later(sent, items[i].ttl))) {
       items[i].outcome = RenewOutcome::kRenewed;
-      book_->kept(items[i].owner, holds[i]->lease, sent, ttl_s, later(sent, items[i].ttl));
     } else {
       items[i].outcome = RenewOutcome::kGone;
     }
   }
+}
+
+// The create revision of each key (0: none), read in transactions of at most kOpsPerTxn
+// ranges (etcd refuses more than --max-txn-ops, 128 by default).
+std::optional<std::vector<std::int64_t>> EtcdBackend::created_at(
+    const std::vector<std::string>& keys, Clock::time_point until) {
+  std::vector<std::int64_t> revisions;
+  for (std::size_t from = 0; from < keys.size(); from += kOpsPerTxn) {
+    pb::TxnRequest check;
+    const std::size_t to = std::min(keys.size(), from + kOpsPerTxn);
+    for (std::size_t i = from; i < to; ++i) {
+      auto* range = check.add_success()->mutable_request_range();
+      range->set_key(keys[i]);
+      range->set_keys_only(true);
+    }
+    pb::TxnResponse checked;
+    const grpc::Status status = channel_->txn(check, checked, until);
+    if (!status.ok()) {
+      log(LogLevel::kDebug, "backend {}: renewal check: {}", config_.name, describe(status));
+      return std::nullopt;
+    }
+    for (const auto& response : checked.responses()) {
+      const auto& found = response.response_range();
+      revisions.push_back(found.kvs_size() == 1 ? found.kvs(0).create_revision() : 0);
+    }
+  }
+  return revisions;
 }
 
 ReleaseOutcome EtcdBackend::release(const Key& key, std::string_view owner,
@@ -281,12 +358,19 @@ ReleaseOutcome EtcdBackend::release(const Key& key, std::string_view owner,
     bool maybe_applied = false;
     const grpc::Status status = channel_->txn(delete_of(mine), reply, until, &maybe_applied);
     if (!status.ok()) {
-      // The key goes with its lease, unless the revoke gets through first.
-      if (hold) channel_->revoke_later(hold->lease);
+      // The key goes with its lease: revoked while it may live.
+      if (hold) book_->revoke(hold->lease, hold->fresh_until);
       return ReleaseOutcome::kUnavailable;
     }
     const ReleaseOutcome outcome = deleted_outcome(reply, maybe_applied);
-    if (hold && outcome == ReleaseOutcome::kReleased && hold->revision != 0) book_->free_lease(*hold);
+    if (hold) {
+      hold->in_doubt |= maybe_applied || hold->revision == 0;
+      if (outcome == ReleaseOutcome::kReleased) {
+        book_->let_go(*hold);
+      } else {
+        book_->revoke(hold->lease, hold->fresh_until);  // it may have gone with its lease
+      }
+    }
     return outcome;
   } catch (...) {
     return ReleaseOutcome::kUnavailable;
@@ -319,16 +403,16 @@ ReleaseOutcome EtcdBackend::keep_until(std::string_view owner, const std::string
   const EtcdHold kept{key, granted.id(), seconds_for(keep_for), 0,
                       sent + std::chrono::seconds(granted.ttl()), false, {}};
   if (!status.ok()) {
-    channel_->revoke_later(granted.id());
-    if (hold) channel_->revoke_later(hold->lease);
+    book_->revoke(granted.id(), kept.fresh_until);
+    if (hold) book_->revoke(hold->lease, hold->fresh_until);
     return ReleaseOutcome::kUnavailable;
   }
   if (!reply.succeeded()) {
-    book_->free_lease(kept);
+    book_->let_go(kept);
     return ReleaseOutcome::kGone;
   }
   if (hold) {
-    book_->free_lease(*hold);
+    book_->let_go(*hold);
     // On time while this process lives; with its lease (whole seconds) if it does not.
     if (hold->revision != 0) {
       book_->doom(key, hold->revision, later(Clock::now(), keep_for), kept.fresh_until);
@@ -344,18 +428,27 @@ void EtcdBackend::keep_and_reap() {
   for (;;) {
     const auto work = book_->wait_for_work();
     if (work.empty()) return;
+    // One deadline for the round, and none of it after stop().
+    const auto until = deadline();
     if (!work.keep.empty()) {
       std::vector<std::int64_t> leases;
       for (const auto& [owner, lease] : work.keep) leases.push_back(lease);
       const auto sent = Clock::now();
       // On failure: again in a third of the TTL, while the lease may still live.
-      if (const auto ttls = channel_->keep_alive(leases, deadline())) {
+      if (const auto ttls = channel_->keep_alive(leases, until)) {
         for (std::size_t i = 0; i < work.keep.size(); ++i) {
           book_->kept(work.keep[i].first, work.keep[i].second, sent, (*ttls)[i]);
         }
       }
     }
+    for (const auto& [lease, until_gone] : work.revoke) {
+      if (book_->stopped()) return;
+      const grpc::Status status = channel_->revoke(lease, until);
+      const auto retry_at = later(Clock::now(), kRetryDelete);
+      if (member_trouble(status) && retry_at < until_gone) book_->revoke(lease, until_gone);
+    }
     for (const EtcdDoomed& doomed : work.remove) {
+      if (book_->stopped()) return;
       pb::TxnRequest txn = delete_of(doomed.key);
       auto* compare = txn.add_compare();
       compare->set_key(doomed.key);
@@ -364,7 +457,7 @@ void EtcdBackend::keep_and_reap() {
       compare->set_create_revision(doomed.revision);
       pb::TxnResponse reply;
       const auto retry_at = later(Clock::now(), kRetryDelete);
-      if (!channel_->txn(txn, reply, deadline()).ok() && retry_at < doomed.until) {
+      if (!channel_->txn(txn, reply, until).ok() && retry_at < doomed.until) {
         book_->doom(doomed.key, doomed.revision, retry_at, doomed.until);
       }
     }

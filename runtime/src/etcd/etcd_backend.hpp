@@ -67,6 +67,11 @@ class EtcdBackend final : public Backend, public RunStore, public AdminBackend {
   std::optional<EtcdHold> new_hold(const GrantRequest& request, const std::string& key,
                                    Clock::time_point until, std::string& error);
   GrantReply take_place(Try& t);
+  GrantReply granted(Try& t, std::int64_t token);
+  GrantReply queued(Try& t, const std::string& before, std::int64_t before_token);
+  std::optional<GrantReply> check_place(Try& t);
+  std::optional<std::vector<std::int64_t>> created_at(const std::vector<std::string>& keys,
+                                                      Clock::time_point until);
   GrantReply unavailable(std::string error, bool unknown) const;
   ReleaseOutcome keep_until(std::string_view owner, const std::string& key,
                             std::optional<EtcdHold> hold, Millis keep_for,

@@ -29,6 +29,10 @@ struct EtcdHold {
   /// this less its TTL).
   Clock::time_point fresh_until{};
   bool waiting = false;  ///< queued behind another holder: this process keeps it alive
+  /// A put on this lease may have been applied unseen (an attempt that failed after it was
+  /// sent, answered by a retry): a key may sit on the lease that no hold knows of, so the
+  /// lease is revoked, never reused.
+  bool in_doubt = false;
   Clock::time_point kept_at{};  ///< waiting: when its last keep-alive was sent
   /// Held: when this process deletes the key unless renewed first (the holder's validity
   /// ends then; etcd would keep it until the lease's whole seconds run out).
@@ -74,16 +78,17 @@ class EtcdBook {
     return hold;
   }
   /// A keep-alive of `lease` sent at `sent` was answered with `ttl_s` (<= 0: gone); a held
-  /// key is then kept until `valid_until`.
-  void kept(std::string_view owner, std::int64_t lease, Clock::time_point sent,
+  /// key is then kept until `valid_until`. False when the owner's hold is no longer in the
+  /// book (released, or deleted by the reaper meanwhile): the renewal does not count.
+  bool kept(std::string_view owner, std::int64_t lease, Clock::time_point sent,
             std::int64_t ttl_s, Clock::time_point valid_until = Clock::time_point::max()) {
     std::lock_guard lock(mutex_);
     const auto found = owners_.find(owner);
-    if (found == owners_.end() || found->second.lease != lease) return;
+    if (found == owners_.end() || found->second.lease != lease) return false;
     EtcdHold& hold = found->second;
     if (ttl_s <= 0) {
       if (hold.waiting) owners_.erase(found);  // its next try queues again
-      return;
+      return false;
     }
     hold.fresh_until = std::max(hold.fresh_until, sent + std::chrono::seconds(ttl_s));
     if (!hold.waiting && valid_until != Clock::time_point::max()) {
@@ -92,6 +97,7 @@ class EtcdBook {
                                 valid_until);
       changed_.notify_all();
     }
+    return true;
   }
   /// Deletes `key` (if still the one created at `revision`) at `when`.
   void doom(const std::string& key, std::int64_t revision, Clock::time_point when,
@@ -112,12 +118,28 @@ class EtcdBook {
     }
     return std::nullopt;
   }
-  /// `hold`'s lease has no key any more: the next lock of its TTL may use it.
-  void free_lease(const EtcdHold& hold) {
-    if (hold.lease == 0 || hold.fresh_until <= Clock::now()) return;
+  /// `hold`'s key is gone: the next lock of its TTL may use the lease, unless a key may
+  /// sit on it unseen (in doubt), when it is revoked instead.
+  void let_go(const EtcdHold& hold) {
+    if (hold.lease == 0) return;
     std::lock_guard lock(mutex_);
+    if (hold.in_doubt) {
+      revoke_locked(hold.lease, hold.fresh_until);
+      return;
+    }
+    if (hold.fresh_until <= Clock::now()) return;
     auto& free = free_[hold.ttl_s];
     if (free.size() < kFreePerTtl) free.push_back({hold.lease, hold.ttl_s, hold.fresh_until});
+  }
+  /// Revokes `lease` (and every key on it), trying again every second until `until`, past
+  /// which the lease has surely expired.
+  void revoke(std::int64_t lease, Clock::time_point until) {
+    std::lock_guard lock(mutex_);
+    revoke_locked(lease, until);
+  }
+  [[nodiscard]] bool stopped() const {
+    std::lock_guard lock(mutex_);
+    return stopped_;
   }
 
   struct Work {
@@ -125,7 +147,9 @@ class EtcdBook {
     std::vector<std::pair<std::string, std::int64_t>> keep;
     /// Keys whose holder's validity ended unrenewed, and min_hold ends.
     std::vector<EtcdDoomed> remove;
-    [[nodiscard]] bool empty() const { return keep.empty() && remove.empty(); }
+    /// Leases to revoke, and until when to try.
+    std::vector<std::pair<std::int64_t, Clock::time_point>> revoke;
+    [[nodiscard]] bool empty() const { return keep.empty() && remove.empty() && revoke.empty(); }
   };
   /// What is due by now, waiting until something is or stop(). Empty after stop().
   Work wait_for_work() {
@@ -156,6 +180,7 @@ class EtcdBook {
         for (auto& doomed : doomed_.begin()->second) work.remove.push_back(std::move(doomed));
         doomed_.erase(doomed_.begin());
       }
+      work.revoke.swap(revokes_);
       if (!work.empty()) return work;
       if (first == Clock::time_point::max()) {
         changed_.wait(lock);
@@ -176,7 +201,13 @@ class EtcdBook {
   std::map<std::string, EtcdHold, std::less<>> owners_;
   std::map<std::int64_t, std::vector<EtcdFreeLease>> free_;
   std::map<Clock::time_point, std::vector<EtcdDoomed>> doomed_;
+  std::vector<std::pair<std::int64_t, Clock::time_point>> revokes_;
   bool stopped_ = false;
+
+  void revoke_locked(std::int64_t lease, Clock::time_point until) {
+    revokes_.emplace_back(lease, until);
+    changed_.notify_all();
+  }
 };
 
 /// A waiter's watch: woken when the key queued just before its own goes. While it waits its
@@ -192,7 +223,8 @@ class EtcdWatch final : public ReleaseWatch {
     const auto hold = book_->find(owner_);
     if (hold && hold->waiting) {
       book_->take(owner_);
-      channel_->revoke_later(hold->lease);
+      // Its key leaves the queue with the lease; the next in line is woken by the delete.
+      book_->revoke(hold->lease, hold->fresh_until);
     }
   }
   Wake wait_until(Clock::time_point until) override {

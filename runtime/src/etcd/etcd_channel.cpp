@@ -74,7 +74,12 @@ std::string target_of(const Endpoint& endpoint) {
             : fmt::format("{}:{}", endpoint.host, endpoint.port);
 }
 
+// etcd's own flag (its clients' WithRequireLeader): a member without a leader refuses the
+// call, or ends the watch, at once instead of waiting or staying silent.
+void require_leader(grpc::ClientContext& context) { context.AddMetadata("hasleader", "true"); }
+
 void set_deadline(grpc::ClientContext& context, Clock::time_point until) {
+  require_leader(context);
   const auto left = std::max<Clock::duration>(until - Clock::now(), Clock::duration::zero());
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::duration_cast<std::chrono::system_clock::duration>(left));
@@ -120,6 +125,7 @@ class DeleteWatch final : public grpc::ClientBidiReactor<pb::WatchRequest, pb::W
     create->set_key(key);
     create->set_start_revision(revision + 1);
     create->add_filters(pb::WatchCreateRequest::NOPUT);
+    require_leader(call->context_);
     stub.async()->Watch(&call->context_, call.get());
     call->StartWrite(&call->request_);
     call->StartRead(&call->reply_);
@@ -415,10 +421,19 @@ std::optional<std::int64_t> EtcdChannel::wall_clock_ms(Clock::time_point until,
   if (config_.tls.enabled && !(tls = TlsContext::get(config_.tls, error))) return std::nullopt;
   const std::size_t count = config_.endpoints.size();
   const std::size_t first = current_.load(std::memory_order_relaxed) % count;
-  for (std::size_t tried = 0; tried < count && Clock::now() < until; ++tried) {
-    const Endpoint& endpoint = config_.endpoints[(first + tried) % count];
-    const auto head = http_head(endpoint, tls, until, error);
-    if (!head) continue;
+  for (std::size_t tried = 0; tried < count; ++tried) {
+    const auto now = Clock::now();
+    if (now >= until) break;
+    const std::size_t index = (first + tried) % count;
+    const Endpoint& endpoint = config_.endpoints[index];
+    // Half of what is left, so that one silent member does not use it all; all to the last.
+    const auto attempt_until =
+        tried + 1 == count ? until : now + std::max<Clock::duration>((until - now) / 2, Millis{100});
+    const auto head = http_head(endpoint, tls, std::min(until, attempt_until), error);
+    if (!head) {
+      current_.store((index + 1) % count, std::memory_order_relaxed);
+      continue;
+    }
     if (const auto seconds = date_in(*head)) return *seconds * 1000 + 500;
     error = fmt::format("{}:{} sent no Date", endpoint.host, endpoint.port);
   }

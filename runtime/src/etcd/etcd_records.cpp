@@ -315,10 +315,9 @@ std::optional<LockInfo> EtcdBackend::force_release(const Key& key, const AuditEn
     // (looking again would remove the next holder too).
     const bool ours = maybe_applied && reply.responses(0).response_range().kvs().empty();
     if (!reply.succeeded() && !ours) continue;  // released or moved meanwhile: look again
-    // The holder's next renewal finds its lease gone; the waiters' watches saw the delete.
-    if (holder->lease() != 0 && member_trouble(channel_->revoke(holder->lease(), until))) {
-      channel_->revoke_later(holder->lease());
-    }
+    // The holder's next renewal finds its key gone; the waiters' watches saw the delete. Its
+    // lease is left to run out: by the time a revoke arrived, the holder may have released
+    // and reused it for another lock.
     log(LogLevel::kWarn,
         "forced release: backend={} key={} owner={} token={} by {}@{} pid {} note=\"{}\"",
         config_.name, printable(removed.key), removed.owner, removed.token, who.user, who.host,
