@@ -9,7 +9,7 @@ Inputs (each optional; a missing or failed measurement becomes a row saying so):
                                   Google Benchmark JSON (medians of the repetitions if any)
   figure7-dlock-<peer>-<settings>.json  dlock's woven cycle measured just before that peer
   figure2-<threads>.txt, figure3.txt, figure5.txt, figure6.txt, figure7-<peer>-<settings>.txt,
-  figure12-handoff.txt, figure13.txt, figure13-handoff.txt
+  figure12-handoff.txt, figure13.txt, figure13-handoff.txt, figure14.txt, figure14-handoff.txt
                                   program output whose RESULT lines carry the figures
 """
 import json
@@ -263,39 +263,53 @@ def figure12(results, table):
               verdict(float(r["floor_ratio"]) <= 1.3))
 
 
-def figure13(results, table):
-    r = result_line(read(results, "figure13.txt"), "zookeeper_cycle")
+def engine_figure(results, table, figure, engine, words):
+    """An engine's cycle and handoff next to its raw floors (figures 13 and 14), from the
+    RESULT lines <engine>_cycle and <engine>_handoff; `words` says what each floor is."""
+    r = result_line(read(results, f"figure{figure}.txt"), f"{engine}_cycle")
     if r is None:
-        table.missing("13 zookeeper cycle", "failed (see figure13.txt)")
+        table.missing(f"{figure} {engine} cycle", f"failed (see figure{figure}.txt)")
     else:
         guard, floor = float(r["guard_median_us"]), float(r["floor_median_us"])
-        reference = (f"raw floor (create + delete, waited) {us(floor)}, "
-                     f"p99 {us(float(r['floor_p99_us']))}")
-        table.add("13 zookeeper cycle (destructor)",
+        reference = f"raw floor ({words['floor']}) {us(floor)}, p99 {us(float(r['floor_p99_us']))}"
+        table.add(f"{figure} {engine} cycle (destructor)",
                   f"{us(guard)}, p99 {us(float(r['guard_p99_us']))}", reference,
                   f"{guard / floor:.2f}×", "≤ 1.3×", verdict(guard / floor <= 1.3))
         if "waited_median_us" in r:
             waited = float(r["waited_median_us"])
-            table.add("13 zookeeper cycle, release()",
+            table.add(f"{figure} {engine} cycle, release()",
                       f"{us(waited)}, p99 {us(float(r['waited_p99_us']))}", f"raw floor {us(floor)}",
                       f"{waited / floor:.2f}×", "(for comparison)", "")
         if "dlock_requests_median_us" in r:
             raw = float(r["dlock_requests_median_us"])
-            table.add("13 dlock's requests, raw C client", us(raw), f"raw floor {us(floor)}",
+            table.add(f"{figure} dlock's requests, {words['client']}", us(raw), f"raw floor {us(floor)}",
                       f"{raw / floor:.2f}×", "(for comparison)", "")
-    r = result_line(read(results, "figure13-handoff.txt"), "zookeeper_handoff")
+    r = result_line(read(results, f"figure{figure}-handoff.txt"), f"{engine}_handoff")
     if r is None:
-        table.missing("13 zookeeper handoff", "failed or not run")
+        table.missing(f"{figure} {engine} handoff", "failed or not run")
         return
     median, floor = float(r["median_us"]), float(r["floor_median_us"])
-    table.add("13 zookeeper handoff median", f"{us(median)}, p99 {us(float(r['p99_us']))}",
-              f"raw watch + getChildren floor {us(floor)}",
+    table.add(f"{figure} {engine} handoff median", f"{us(median)}, p99 {us(float(r['p99_us']))}",
+              f"raw {words['handoff']} floor {us(floor)}",
               f"{float(r['floor_ratio']):.2f}× (blocks in turn)", "≤ 1.3×",
               verdict(float(r["floor_ratio"]) <= 1.3))
-    if "create_floor_median_us" in r:
-        table.add("13 zookeeper handoff, create floor", us(median),
-                  f"raw watch + create floor {us(float(r['create_floor_median_us']))}",
-                  f"{float(r['create_floor_ratio']):.2f}× (blocks in turn)", "(for comparison)", "")
+    other, what = words["other_floor"]
+    if f"{other}_floor_median_us" in r:
+        table.add(f"{figure} {engine} handoff, {other} floor", us(median),
+                  f"raw {what} floor {us(float(r[f'{other}_floor_median_us']))}",
+                  f"{float(r[f'{other}_floor_ratio']):.2f}× (blocks in turn)", "(for comparison)", "")
+
+
+def figure13(results, table):
+    engine_figure(results, table, 13, "zookeeper", {
+        "floor": "create + delete, waited", "client": "raw C client",
+        "handoff": "watch + getChildren", "other_floor": ("create", "watch + create")})
+
+
+def figure14(results, table):
+    engine_figure(results, table, 14, "etcd", {
+        "floor": "put Txn + delete, waited", "client": "raw gRPC",
+        "handoff": "watch + Txn", "other_floor": ("range", "watch + Range")})
 
 
 def main():
@@ -318,6 +332,7 @@ def main():
     figure8(results, table)
     figure12(results, table)
     figure13(results, table)
+    figure14(results, table)
     table.print()
     return 0
 
