@@ -120,6 +120,32 @@ struct EtcdBackend::Try {
   pb::TxnResponse reply;
 };
 
+// The acquiring transaction: a waiter queues up unless queued already, and lists the queue
+// either way; a try that does not wait puts its key only on a free lock (nothing under the
+// prefix), and else reads who is first.
+pb::TxnRequest EtcdBackend::acquire_txn(const GrantRequest& request, const EtcdHold& hold,
+                                        const std::string& prefix, bool waits) const {
+  pb::TxnRequest txn;
+  auto* compare = txn.add_compare();
+  compare->set_target(pb::Compare::CREATE);
+  compare->set_result(pb::Compare::EQUAL);
+  compare->set_create_revision(0);
+  auto* put = txn.add_success()->mutable_request_put();
+  put->set_key(hold.key);
+  put->set_value(holder_value(request));
+  put->set_lease(hold.lease);
+  if (waits) {
+    compare->set_key(hold.key);
+    *txn.add_success()->mutable_request_range() = queue_range(prefix, 0);
+    *txn.add_failure()->mutable_request_range() = queue_range(prefix, 0);
+  } else {
+    compare->set_key(prefix);
+    compare->set_range_end(prefix_end(prefix));
+    *txn.add_failure()->mutable_request_range() = queue_range(prefix, 1);
+  }
+  return txn;
+}
+
 GrantReply EtcdBackend::acquire(const GrantRequest& request) {
   const auto until = std::min(request.give_up_at, deadline());
   if (request.key.str().size() > kMaxKeyBytes) {
@@ -142,26 +168,7 @@ GrantReply EtcdBackend::acquire(const GrantRequest& request) {
     std::string error;
     if (!hold && !(hold = new_hold(request, mine, until, error))) return unavailable(error, false);
     book_->note(request.owner, *hold);
-    pb::TxnRequest txn;
-    auto* compare = txn.add_compare();
-    compare->set_target(pb::Compare::CREATE);
-    compare->set_result(pb::Compare::EQUAL);
-    compare->set_create_revision(0);
-    auto* put = txn.add_success()->mutable_request_put();
-    put->set_key(mine);
-    put->set_value(holder_value(request));
-    put->set_lease(hold->lease);
-    if (watch) {
-      // Queue up unless queued already; either way, list the queue.
-      compare->set_key(mine);
-      *txn.add_success()->mutable_request_range() = queue_range(prefix, 0);
-      *txn.add_failure()->mutable_request_range() = queue_range(prefix, 0);
-    } else {
-      // Only on a free lock (no key under the prefix); else see who is first.
-      compare->set_key(prefix);
-      compare->set_range_end(prefix_end(prefix));
-      *txn.add_failure()->mutable_request_range() = queue_range(prefix, 1);
-    }
+    const pb::TxnRequest txn = acquire_txn(request, *hold, prefix, watch != nullptr);
     bool maybe_applied = false;
     pb::TxnResponse reply;
     const grpc::Status status = channel_->txn(txn, reply, until, &maybe_applied);

@@ -66,6 +66,8 @@ class EtcdBackend final : public Backend, public RunStore, public AdminBackend {
   /// The owner's hold on a lease of its own: a free one fresh enough, or a new one.
   std::optional<EtcdHold> new_hold(const GrantRequest& request, const std::string& key,
                                    Clock::time_point until, std::string& error);
+  [[nodiscard]] pb::TxnRequest acquire_txn(const GrantRequest& request, const EtcdHold& hold,
+                                           const std::string& prefix, bool waits) const;
   GrantReply take_place(Try& t);
   GrantReply granted(Try& t, std::int64_t token);
   GrantReply queued(Try& t, const std::string& before, std::int64_t before_token);
