@@ -30,7 +30,10 @@ std::string unhex(std::string_view text) {
 std::string key_digest(std::string_view key) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
-  if (EVP_Digest(key.data(), key.size(), digest, &size, EVP_sha256(), nullptr) != 1) size = 0;
+  // Fetched once: EVP_sha256() alone makes OpenSSL 3 look the algorithm up on every call.
+  static EVP_MD* const sha256 = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+  const EVP_MD* md = sha256 != nullptr ? sha256 : EVP_sha256();
+  if (EVP_Digest(key.data(), key.size(), digest, &size, md, nullptr) != 1) size = 0;
   return hex(std::string_view(reinterpret_cast<const char*>(digest), std::min(size, 16U)));
 }
 

@@ -85,17 +85,23 @@ GrantReply EtcdBackend::unavailable(std::string error, bool unknown) const {
 }
 
 std::string EtcdBackend::holder_value(const GrantRequest& request) const {
-  return fmt::format("{} {} {} {} {} {}", request.lease.count(), process_id(), thread_id(), host_,
-                     hex(request.name.substr(0, kMaxNameBytes)), hex(request.key.str()));
+  return fmt::format("{} {} {} {} {} {} {}", request.lease.count(), process_id(), thread_id(),
+                     host_, hex(request.name.substr(0, kMaxNameBytes)), hex(request.key.str()),
+                     hex(request.owner));
 }
 
-std::optional<EtcdHold> EtcdBackend::new_hold(const GrantRequest& request, const std::string& key,
-                                              Clock::time_point until, std::string& error) {
+std::optional<EtcdHold> EtcdBackend::new_hold(const GrantRequest& request,
+                                              const std::string& prefix, Clock::time_point until,
+                                              std::string& error) {
+  // A hold's key is named by its lease (one hold a lease at a time), so that a lock's keys
+  // keep a few names: etcd keeps every name ever deleted under the prefix until a
+  // compaction, and each acquire's compare over the prefix walks them.
+  const auto key = [&](std::int64_t lease) { return fmt::format("{}{:016x}", prefix, lease); };
   const std::int64_t ttl_s = seconds_for(request.lease);
   // Fresh enough that the lease need not be renewed before a third of it has passed.
   const auto fresh_enough = later(Clock::now(), request.lease - request.lease / 3);
   if (const auto free = book_->take_free(ttl_s, fresh_enough)) {
-    return EtcdHold{key, free->lease, free->ttl_s, 0, free->fresh_until, false, {}};
+    return EtcdHold{key(free->lease), free->lease, free->ttl_s, 0, free->fresh_until, false, {}};
   }
   const auto sent = Clock::now();
   pb::LeaseGrantResponse granted;
@@ -106,8 +112,8 @@ std::optional<EtcdHold> EtcdBackend::new_hold(const GrantRequest& request, const
     return std::nullopt;
   }
   // Filed under the TTL asked, which the next lock of this lease asks too.
-  return EtcdHold{key, granted.id(), ttl_s, 0, sent + std::chrono::seconds(granted.ttl()), false,
-                  {}};
+  return EtcdHold{key(granted.id()), granted.id(), ttl_s, 0,
+                  sent + std::chrono::seconds(granted.ttl()), false, {}};
 }
 
 // One acquire call: what its rounds share.
@@ -156,7 +162,6 @@ GrantReply EtcdBackend::acquire(const GrantRequest& request) {
   }
   auto* watch = request.waiting ? dynamic_cast<EtcdWatch*>(request.watch) : nullptr;
   const std::string prefix = prefix_of(request.key);
-  const std::string mine = prefix + std::string(request.owner);
   std::optional<EtcdHold> hold = book_->find(request.owner);
   if (watch && hold && hold->waiting && hold->revision != 0) {
     // Queued already: a read tells where it stands, without a write through raft.
@@ -166,7 +171,7 @@ GrantReply EtcdBackend::acquire(const GrantRequest& request) {
   }
   for (int round = 0; round < 3; ++round) {
     std::string error;
-    if (!hold && !(hold = new_hold(request, mine, until, error))) return unavailable(error, false);
+    if (!hold && !(hold = new_hold(request, prefix, until, error))) return unavailable(error, false);
     book_->note(request.owner, *hold);
     const pb::TxnRequest txn = acquire_txn(request, *hold, prefix, watch != nullptr);
     bool maybe_applied = false;
@@ -359,24 +364,24 @@ ReleaseOutcome EtcdBackend::release(const Key& key, std::string_view owner,
   try {
     const auto until = deadline();
     std::optional<EtcdHold> hold = book_->take(owner);
-    const std::string mine = prefix_of(key) + std::string(owner);
-    if (keep_for > Millis{0}) return keep_until(owner, mine, hold, keep_for, until);
+    // Not in the book: never made (a try that did not get through), or deleted by the
+    // reaper when its validity ended.
+    if (!hold) return ReleaseOutcome::kGone;
+    if (keep_for > Millis{0}) return keep_until(owner, hold->key, hold, keep_for, until);
     pb::TxnResponse reply;
     bool maybe_applied = false;
-    const grpc::Status status = channel_->txn(delete_of(mine), reply, until, &maybe_applied);
+    const grpc::Status status = channel_->txn(delete_of(hold->key), reply, until, &maybe_applied);
     if (!status.ok()) {
       // The key goes with its lease: revoked while it may live.
-      if (hold) book_->revoke(hold->lease, hold->fresh_until);
+      book_->revoke(hold->lease, hold->fresh_until);
       return ReleaseOutcome::kUnavailable;
     }
     const ReleaseOutcome outcome = deleted_outcome(reply, maybe_applied);
-    if (hold) {
-      hold->in_doubt |= maybe_applied || hold->revision == 0;
-      if (outcome == ReleaseOutcome::kReleased) {
-        book_->let_go(*hold);
-      } else {
-        book_->revoke(hold->lease, hold->fresh_until);  // it may have gone with its lease
-      }
+    hold->in_doubt |= maybe_applied || hold->revision == 0;
+    if (outcome == ReleaseOutcome::kReleased) {
+      book_->let_go(*hold);
+    } else {
+      book_->revoke(hold->lease, hold->fresh_until);  // it may have gone with its lease
     }
     return outcome;
   } catch (...) {

@@ -1,11 +1,12 @@
 // The etcd engine (`topology: etcd`), over etcd's v3 gRPC API. A lock is the key created
-// first under the lock's prefix (each contender puts a key named by its owner id), its
+// first under the lock's prefix (each contender puts a key named by its lease), its
 // fencing token that key's create revision; each waiter watches only the key created just
 // before its own; each hold has a lease of its own, kept alive by the watchdog, and goes with
 // it. It offers the lock, admin and scheduled-run seams.
 //
-//   <root>/<service>/locks/<digest of key>/<owner>   value: the holder (lease, pid, thread,
-//                                                    host, name, key); on the hold's lease
+//   <root>/<service>/locks/<digest of key>/<lease>   value: the holder (lease ms, pid,
+//                                                    thread, host, name, key, owner); on
+//                                                    that lease, one hold a lease at a time
 //   <root>/<service>/runs/<digest of key>            a scheduled run's record, on a lease of
 //                                                    its keep
 //   <root>/<service>/audit/<revision>                forced releases, the last 1000 kept
@@ -64,7 +65,7 @@ class EtcdBackend final : public Backend, public RunStore, public AdminBackend {
  private:
   struct Try;
   /// The owner's hold on a lease of its own: a free one fresh enough, or a new one.
-  std::optional<EtcdHold> new_hold(const GrantRequest& request, const std::string& key,
+  std::optional<EtcdHold> new_hold(const GrantRequest& request, const std::string& prefix,
                                    Clock::time_point until, std::string& error);
   [[nodiscard]] pb::TxnRequest acquire_txn(const GrantRequest& request, const EtcdHold& hold,
                                            const std::string& prefix, bool waits) const;

@@ -67,7 +67,10 @@ class EtcdBook {
   void note(std::string_view owner, const EtcdHold& hold) {
     std::lock_guard lock(mutex_);
     owners_[std::string(owner)] = hold;
-    changed_.notify_all();
+    // The keeper is woken only for work due before it would wake anyway.
+    const auto due = hold.waiting ? hold.kept_at + std::chrono::seconds(hold.ttl_s) / 3
+                                  : hold.delete_at;
+    if (due < sleeping_until_) changed_.notify_all();
   }
   std::optional<EtcdHold> take(std::string_view owner) {
     std::lock_guard lock(mutex_);
@@ -94,8 +97,7 @@ class EtcdBook {
     if (!hold.waiting && valid_until != Clock::time_point::max()) {
       hold.delete_at = std::max(hold.delete_at == Clock::time_point::max() ? valid_until
                                                                            : hold.delete_at,
-                                valid_until);
-      changed_.notify_all();
+                                valid_until);  // later: no need to wake the keeper
     }
     return true;
   }
@@ -182,11 +184,13 @@ class EtcdBook {
       }
       work.revoke.swap(revokes_);
       if (!work.empty()) return work;
+      sleeping_until_ = first;
       if (first == Clock::time_point::max()) {
         changed_.wait(lock);
       } else {
         changed_.wait_until(lock, first);
       }
+      sleeping_until_ = Clock::time_point::min();  // awake: notes need not wake it
     }
   }
   void stop() {
@@ -202,6 +206,7 @@ class EtcdBook {
   std::map<std::int64_t, std::vector<EtcdFreeLease>> free_;
   std::map<Clock::time_point, std::vector<EtcdDoomed>> doomed_;
   std::vector<std::pair<std::int64_t, Clock::time_point>> revokes_;
+  Clock::time_point sleeping_until_ = Clock::time_point::min();  // the keeper's wake-up
   bool stopped_ = false;
 
   void revoke_locked(std::int64_t lease, Clock::time_point until) {

@@ -113,7 +113,7 @@ LockInfo lock_in(const pb::KeyValue& kv) {
   info.host = fields.text();
   info.name = fields.text();
   info.key = fields.text();
-  info.owner = kv.key().substr(kv.key().rfind('/') + 1);
+  info.owner = fields.text();
   info.token = static_cast<std::uint64_t>(kv.create_revision());
   info.acquired_at_ms = 0;  // not known: etcd keeps no time with a key
   // A lock key is put once, when it queues up; only a release before min_hold ends puts it
@@ -351,8 +351,13 @@ std::vector<AuditEntry> EtcdBackend::history(std::size_t limit) {
 
 RunClaimReply EtcdBackend::claim_run(const Key& key, const RunRecord& mine, Millis keep) {
   const auto until = deadline();
+  // The owner's key, as this process made it (a lease the run's guard holds here).
+  const auto hold = book_->find(mine.owner);
+  if (!hold || hold->waiting || hold->key.rfind(prefix_of(key), 0) != 0) {
+    return {ClaimStatus::kNotHeld, {}};
+  }
   pb::RangeResponse lock;
-  grpc::Status status = channel_->range(only(prefix_of(key) + mine.owner), lock, until);
+  grpc::Status status = channel_->range(only(hold->key), lock, until);
   if (!status.ok()) throw unreachable(status);
   if (!held(lock, mine.token)) return {ClaimStatus::kNotHeld, {}};
   RunRecord record = mine;
