@@ -15,6 +15,18 @@ namespace {
 using namespace std::chrono_literals;
 using Millis = std::chrono::milliseconds;
 
+// "ab:1" for "61623a31"; what is not hex is left as it is.
+std::string from_hex(const std::string& text) {
+  if (text.size() % 2 != 0 || text.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    return text;
+  }
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); i += 2) {
+    out += static_cast<char>(std::stoi(text.substr(i, 2), nullptr, 16));
+  }
+  return out;
+}
+
 Millis since(std::chrono::steady_clock::time_point begun) {
   return std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - begun);
 }
@@ -78,13 +90,14 @@ class Etcd final : public Topology {
     dlock::test::EtcdClient client(cluster_.direct_endpoint(leader < 0 ? 0 : leader), 2s);
     std::string out;
     for (const auto& kv : client.range("/dlock/checker/locks/")) {
-      // The value: lease in ms, process id, thread id, host, name, key.
+      // The value: lease in ms, process id, thread id, host, name, key and owner (the last
+      // three in hex); the key's last segment names the hold.
       std::istringstream value(kv.value);
-      std::string lease_ms, pid, thread;
-      value >> lease_ms >> pid >> thread;
-      out += fmt::format("    {} token {} lease {:x} ({} s left) pid {} thread {}\n",
-                         kv.key.substr(kv.key.rfind('/') + 1), kv.create_revision, kv.lease,
-                         client.time_to_live(kv.lease), pid, thread);
+      std::string lease_ms, pid, thread, host, name, key, owner;
+      value >> lease_ms >> pid >> thread >> host >> name >> key >> owner;
+      out += fmt::format("    {} owner {} token {} lease {:x} ({} s left) pid {} thread {}\n",
+                         kv.key.substr(kv.key.rfind('/') + 1), from_hex(owner),
+                         kv.create_revision, kv.lease, client.time_to_live(kv.lease), pid, thread);
     }
     return out.empty() ? "    (no key)\n" : out;
   }
