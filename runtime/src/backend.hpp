@@ -54,6 +54,11 @@ struct GrantReply {
   /// kBusy: the key's last fencing token; a release that grants the lock to this waiter later
   /// issues a higher one.
   std::uint64_t last_token = 0;
+  /// kAcquired, granted by this request on a key whose expiry the engine could not set to
+  /// the lease (etcd: a lease reused from an earlier lock, with less than `lease` left): how
+  /// long after the request was sent the grant stays valid unless renewed. 0: the lease (or
+  /// `ttl`, for an earlier grant).
+  Millis valid_for{0};
 };
 
 enum class RenewOutcome { kRenewed, kGone, kTaken, kUnavailable };

@@ -152,12 +152,17 @@ ClientCore::Reentry ClientCore::reenter(const Key& key, const LockSettings& sett
 Lease ClientCore::grant(const std::shared_ptr<Backend>& backend, const Key& key,
                         const LockSettings& settings, std::string_view name,
                         const std::string& owner, std::uint64_t token, Clock::time_point sent,
-                        std::shared_ptr<NameMetrics> series, Clock::duration waited) {
+                        std::shared_ptr<NameMetrics> series, Clock::duration waited,
+                        Millis valid_for) {
   if (const Millis lease = first_lease(settings); Clock::now() >= later(sent, lease)) {
     return refuse_late_grant(backend, key, settings, name, owner, sent, lease, *series);
   }
   auto state = std::make_shared<LeaseState>(shared_from_this(), backend, key, std::string(name),
                                             owner, token, settings, sent, std::move(series));
+  // Granted now, on a key that expires sooner than the lease unless renewed.
+  if (valid_for > Millis{0} && later(sent, valid_for) < state->valid_until()) {
+    state->extend_validity(later(sent, valid_for));
+  }
   {
     std::lock_guard lock(holds_mutex_);
     holds_[HoldKey{state->thread, settings.backend, key.str()}] = state;
@@ -210,7 +215,7 @@ class ClientCore::Acquisition {
           // only reply.ttl left, counted from no later than this request.
           const bool earlier = reply.ttl > Millis{0} && reply.ttl < first_ttl_;
           return granted(reply.token, earlier ? sent - (first_ttl_ - reply.ttl) : sent,
-                         sent - started_);
+                         sent - started_, reply.valid_for);
         }
         case GrantReply::Kind::kUnavailable:
           return give_up(give_up_at, refuse_unavailable(*core_.metrics_, *series_, name_, key_,
@@ -279,10 +284,11 @@ class ClientCore::Acquisition {
     return Next::kTry;
   }
 
-  Lease granted(std::uint64_t token, Clock::time_point granted_from, Clock::duration waited) {
+  Lease granted(std::uint64_t token, Clock::time_point granted_from, Clock::duration waited,
+                Millis valid_for = Millis{0}) {
     record_latency(*core_.metrics_, *series_, started_, met_busy_);
     return core_.grant(backend_, key_, settings_, name_, owner_, token, granted_from, series_,
-                       waited);
+                       waited, valid_for);
   }
 
   // A try may have been applied unseen (a lost reply, a timeout), or a release may have

@@ -58,7 +58,7 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   Lease grant(const std::shared_ptr<Backend>& backend, const Key& key,
               const LockSettings& settings, std::string_view name, const std::string& owner,
               std::uint64_t token, Clock::time_point sent, std::shared_ptr<NameMetrics> series,
-              Clock::duration waited);
+              Clock::duration waited, Millis valid_for = Millis{0});
 
   static Millis queue_place(const LockSettings& settings, const BackendConfig& config);
   void leave_queue(const std::shared_ptr<Backend>& backend, const Key& key,

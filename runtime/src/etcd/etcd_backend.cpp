@@ -243,11 +243,15 @@ GrantReply EtcdBackend::granted(Try& t, std::int64_t token) {
   reply.kind = GrantReply::Kind::kAcquired;
   reply.token = static_cast<std::uint64_t>(token);
   const auto now = Clock::now();
-  reply.ttl = std::clamp(std::chrono::duration_cast<Millis>(t.hold.fresh_until - now), Millis{1},
-                         t.request.lease);
+  // Granted now, though a reused lease (or a waiter's, kept alive while it waited) may have
+  // less than the lease left: valid until then, unless renewed; min_hold and max_hold still
+  // count from now.
+  const Millis left = std::clamp(std::chrono::duration_cast<Millis>(t.hold.fresh_until - now),
+                                 Millis{1}, t.request.lease);
+  if (left < t.request.lease) reply.valid_for = left;
   // Deleted by this process when the holder's validity ends unrenewed: etcd itself would
   // wait for the lease's whole seconds.
-  t.hold.delete_at = later(now, reply.ttl);
+  t.hold.delete_at = later(now, left);
   book_->note(t.request.owner, t.hold);
   return reply;
 }
