@@ -285,7 +285,6 @@ std::optional<GrantReply> EtcdBackend::check_place(Try& t) {
   if (!status.ok()) return unavailable(describe(status), false);
   const auto& mine = t.reply.responses(0).response_range();
   if (mine.kvs_size() != 1 || mine.kvs(0).create_revision() != t.hold.revision) {
-    book_->take(t.request.owner);
     t.hold.waiting = false;
     t.hold.revision = 0;
     book_->note(t.request.owner, t.hold);
