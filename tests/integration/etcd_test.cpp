@@ -472,8 +472,8 @@ TEST_F(Etcd, MinHoldAndMaxHoldEndOnTimeThoughEtcdLeasesAreWholeSeconds) {
          min_freed, told->load(), max_freed);
 }
 
-// Fails (a bug): a hold on a lease with less than the lease left counts from when that lease
-// was granted, not from its own grant (runtime/src/etcd/etcd_backend.cpp, take_place).
+// A hold on a lease with less than the lease left counts from its own grant, not from when that
+// lease was granted (a free lease reused; a waiter's, kept alive since it queued).
 TEST_F(Etcd, MinHoldCountsFromTheGrantOnAReusedLeaseAndForAWaiter) {
   // a's lease goes back to its free list at once; its next lock of 3 s takes it 700 ms later.
   EXPECT_EQ(a.acquire("earlier", settings(3s)).release(), ReleaseStatus::kReleased);
