@@ -97,18 +97,25 @@ class DeleteWatch final : public grpc::ClientBidiReactor<pb::WatchRequest, pb::W
  public:
   struct Control final : EtcdWatchCall {
     std::mutex mutex;
+    std::condition_variable done;
     std::shared_ptr<DeleteWatch> live;
     bool cancelled = false;
-    void cancel() override {
-      std::shared_ptr<DeleteWatch> call;
-      {
-        std::lock_guard lock(mutex);
-        cancelled = true;
-        call = live;
-      }
-      if (call) call->context_.TryCancel();
+    // Waits (a bounded while) for gRPC to be done with the call, holding it meanwhile: the
+    // call, and the last reference to its channel that it may hold, then go on this thread,
+    // never inside gRPC's own callback (where releasing a channel is not safe).
+    void cancel() override { stop(true); }
+    void stop(bool wait) {
+      std::unique_lock lock(mutex);
+      cancelled = true;
+      std::shared_ptr<DeleteWatch> call = live;
+      if (!call) return;
+      lock.unlock();
+      call->context_.TryCancel();
+      lock.lock();
+      if (wait) done.wait_for(lock, std::chrono::seconds(2), [&] { return !live; });
+      lock.unlock();
     }
-    ~Control() override { cancel(); }
+    ~Control() override { stop(false); }
   };
 
   static std::shared_ptr<EtcdWatchCall> start(pb::Watch::Stub& stub,
@@ -147,8 +154,9 @@ class DeleteWatch final : public grpc::ClientBidiReactor<pb::WatchRequest, pb::W
     if (auto control = control_.lock()) {
       std::lock_guard lock(control->mutex);
       control->live.reset();
+      control->done.notify_all();
     }
-    self_.reset();  // may be the last reference
+    self_.reset();  // the last reference only when nobody cancels
   }
 
  private:
@@ -391,21 +399,6 @@ std::optional<std::vector<std::int64_t>> EtcdChannel::keep_alive(
       });
   if (!status.ok()) return std::nullopt;
   return ttls;
-}
-
-void EtcdChannel::revoke_later(std::int64_t lease) {
-  struct Later {
-    grpc::ClientContext context;
-    pb::LeaseRevokeRequest request;
-    pb::LeaseRevokeResponse reply;
-    std::shared_ptr<Member> member;
-  };
-  auto* later = new Later;
-  later->request.set_id(lease);
-  later->member = member(current_.load(std::memory_order_relaxed) % members_.size());
-  set_deadline(later->context, Clock::now() + config_.command_timeout);
-  later->member->lease->async()->LeaseRevoke(&later->context, &later->request, &later->reply,
-                                             [later](grpc::Status) { delete later; });
 }
 
 std::shared_ptr<EtcdWatchCall> EtcdChannel::watch_delete(const std::string& key,

@@ -93,8 +93,6 @@ class EtcdChannel {
   /// when the round did not complete by `until`.
   std::optional<std::vector<std::int64_t>> keep_alive(const std::vector<std::int64_t>& leases,
                                                       Clock::time_point until);
-  /// Sends the revoke of `lease` without waiting for its answer.
-  void revoke_later(std::int64_t lease);
   /// Fires `signal` when `key` is deleted after `revision` (or the watch stops, the member
   /// going away or the revision compacted). Cancel it to stop.
   std::shared_ptr<EtcdWatchCall> watch_delete(const std::string& key, std::int64_t revision,

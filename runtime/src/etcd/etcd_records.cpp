@@ -381,7 +381,7 @@ RunClaimReply EtcdBackend::claim_run(const Key& key, const RunRecord& mine, Mill
   status = channel_->txn(claim_txn(lock.kvs(0), run_of(key), run_value(record, keep), lease.id()),
                          reply, until, &maybe_applied);
   if (!status.ok()) {
-    channel_->revoke_later(lease.id());
+    book_->revoke(lease.id(), later(Clock::now(), Millis{lease.ttl() * 1000}));
     throw unreachable(status);
   }
   if (reply.succeeded()) return {ClaimStatus::kClaimed, record};
@@ -390,7 +390,7 @@ RunClaimReply EtcdBackend::claim_run(const Key& key, const RunRecord& mine, Mill
   if (run.kvs_size() == 1 && run.kvs(0).lease() == lease.id()) {
     return {ClaimStatus::kClaimed, record};
   }
-  channel_->revoke_later(lease.id());
+  book_->revoke(lease.id(), later(Clock::now(), Millis{lease.ttl() * 1000}));
   const auto& now_lock = reply.responses(0).response_range();
   if (now_lock.kvs_size() != 1 || now_lock.kvs(0).mod_revision() != lock.kvs(0).mod_revision() ||
       run.kvs_size() != 1) {
