@@ -238,17 +238,29 @@ pid_t spawn(const SpawnRequest& request) {
   return pid;
 }
 
+// /proc/PID/stat, or "" once the process is gone. Read with read(2): libstdc++'s filebuf
+// throws when a read fails, as it does (ESRCH) for a process that exits between the open and
+// the read.
+static std::string proc_stat(pid_t pid) {
+  const std::string path = fmt::format("/proc/{}/stat", pid);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  std::string stat(4096, '\0');
+  const ssize_t got = ::read(fd, stat.data(), stat.size());
+  ::close(fd);
+  stat.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
+  return stat;
+}
+
 char process_state(pid_t pid) {
-  std::ifstream in(fmt::format("/proc/{}/stat", pid));
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string stat = proc_stat(pid);
   const auto paren = stat.rfind(')');
   if (paren == std::string::npos || paren + 2 >= stat.size()) return '?';
   return stat[paren + 2];
 }
 
 pid_t parent_pid(pid_t pid) {
-  std::ifstream in(fmt::format("/proc/{}/stat", pid));
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string stat = proc_stat(pid);
   const auto paren = stat.rfind(')');
   if (paren == std::string::npos || paren + 4 >= stat.size()) return -1;
   return static_cast<pid_t>(std::strtol(stat.c_str() + paren + 4, nullptr, 10));  // ") S PPID"

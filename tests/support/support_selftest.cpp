@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "process_support.hpp"
 #include "redis_process.hpp"
 #include "tcp_proxy.hpp"
 
@@ -23,12 +24,7 @@ using namespace std::chrono_literals;
 
 bool process_exists(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
 
-char process_state(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto paren = stat.rfind(')');
-  return paren == std::string::npos || paren + 2 >= stat.size() ? '?' : stat[paren + 2];
-}
+using detail::process_state;
 
 TEST(RedisServerTest, StartedServerAnswersPingOnLoopback) {
   RedisServer server;
