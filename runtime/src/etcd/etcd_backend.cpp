@@ -362,7 +362,7 @@ std::optional<std::vector<std::int64_t>> EtcdBackend::created_at(
   return revisions;
 }
 
-ReleaseOutcome EtcdBackend::release(const Key& key, std::string_view owner,
+ReleaseOutcome EtcdBackend::release(const Key& /*key*/, std::string_view owner,
                                     Millis keep_for) noexcept {
   try {
     const auto until = deadline();
