@@ -14,6 +14,7 @@
 #include "dlock/dlock.hpp"
 #include "engine.hpp"
 #include "etcd_cluster.hpp"
+#include "fixtures.hpp"
 #include "tcp_proxy.hpp"
 
 namespace dlock::test {
@@ -21,13 +22,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-LockSettings settings(Millis lease, Millis wait = 0ms) {
-  LockSettings s;
-  s.lease = lease;
-  s.wait = wait;
-  return s;
-}
 
 class EtcdEdges : public ::testing::Test {
  protected:

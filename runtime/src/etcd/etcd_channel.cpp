@@ -16,7 +16,6 @@
 namespace dlock::internal {
 
 struct EtcdChannel::Member {
-  std::string address;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<pb::KV::Stub> kv;
   std::unique_ptr<pb::Lease::Stub> lease;
@@ -280,7 +279,6 @@ EtcdChannel::EtcdChannel(const BackendConfig& config) : config_(config) {
   const auto args = arguments_of(config_);
   for (const Endpoint& endpoint : config_.endpoints) {
     auto member = std::make_shared<Member>();
-    member->address = fmt::format("{}:{}", endpoint.host, endpoint.port);
     member->channel = grpc::CreateCustomChannel(target_of(endpoint), credentials, args);
     member->kv = pb::KV::NewStub(member->channel);
     member->lease = pb::Lease::NewStub(member->channel);
@@ -332,49 +330,47 @@ grpc::Status EtcdChannel::on_members(Clock::time_point until, bool* maybe_applie
   return status;
 }
 
-grpc::Status EtcdChannel::txn(const pb::TxnRequest& request, pb::TxnResponse& reply,
-                              Clock::time_point until, bool* maybe_applied) {
+template <typename Stub, typename Request, typename Reply>
+grpc::Status EtcdChannel::unary(std::unique_ptr<Stub> Member::*stub,
+                                grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&,
+                                                             Reply*),
+                                const Request& request, Reply& reply, Clock::time_point until,
+                                bool* maybe_applied) {
   return on_members(until, maybe_applied, [&](Member& m, grpc::ClientContext& context) {
     reply.Clear();
-    return m.kv->Txn(&context, request, &reply);
+    return ((*(m.*stub)).*method)(&context, request, &reply);
   });
+}
+
+grpc::Status EtcdChannel::txn(const pb::TxnRequest& request, pb::TxnResponse& reply,
+                              Clock::time_point until, bool* maybe_applied) {
+  return unary(&Member::kv, &pb::KV::Stub::Txn, request, reply, until, maybe_applied);
 }
 
 grpc::Status EtcdChannel::range(const pb::RangeRequest& request, pb::RangeResponse& reply,
                                 Clock::time_point until) {
-  return on_members(until, nullptr, [&](Member& m, grpc::ClientContext& context) {
-    reply.Clear();
-    return m.kv->Range(&context, request, &reply);
-  });
+  return unary(&Member::kv, &pb::KV::Stub::Range, request, reply, until);
 }
 
 grpc::Status EtcdChannel::grant(std::int64_t ttl_seconds, pb::LeaseGrantResponse& reply,
                                 Clock::time_point until) {
   pb::LeaseGrantRequest request;
   request.set_ttl(ttl_seconds);
-  return on_members(until, nullptr, [&](Member& m, grpc::ClientContext& context) {
-    reply.Clear();
-    return m.lease->LeaseGrant(&context, request, &reply);
-  });
+  return unary(&Member::lease, &pb::Lease::Stub::LeaseGrant, request, reply, until);
 }
 
 grpc::Status EtcdChannel::revoke(std::int64_t lease, Clock::time_point until) {
   pb::LeaseRevokeRequest request;
   request.set_id(lease);
   pb::LeaseRevokeResponse reply;
-  return on_members(until, nullptr, [&](Member& m, grpc::ClientContext& context) {
-    return m.lease->LeaseRevoke(&context, request, &reply);
-  });
+  return unary(&Member::lease, &pb::Lease::Stub::LeaseRevoke, request, reply, until);
 }
 
 grpc::Status EtcdChannel::time_to_live(std::int64_t lease, pb::LeaseTimeToLiveResponse& reply,
                                        Clock::time_point until) {
   pb::LeaseTimeToLiveRequest request;
   request.set_id(lease);
-  return on_members(until, nullptr, [&](Member& m, grpc::ClientContext& context) {
-    reply.Clear();
-    return m.lease->LeaseTimeToLive(&context, request, &reply);
-  });
+  return unary(&Member::lease, &pb::Lease::Stub::LeaseTimeToLive, request, reply, until);
 }
 
 std::optional<std::vector<std::int64_t>> EtcdChannel::keep_alive(

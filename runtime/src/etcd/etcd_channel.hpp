@@ -101,12 +101,16 @@ class EtcdChannel {
   /// the second is given). Nothing, with `error` set, when no member answers by `until`.
   std::optional<std::int64_t> wall_clock_ms(Clock::time_point until, std::string& error);
 
-  [[nodiscard]] const BackendConfig& config() const { return config_; }
-
  private:
   struct Member;
   template <typename Call>
   grpc::Status on_members(Clock::time_point until, bool* maybe_applied, Call&& call);
+  /// One unary call of `stub`'s `method` on the members, `reply` cleared before each try.
+  template <typename Stub, typename Request, typename Reply>
+  grpc::Status unary(std::unique_ptr<Stub> Member::*stub,
+                     grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, Reply*),
+                     const Request& request, Reply& reply, Clock::time_point until,
+                     bool* maybe_applied = nullptr);
   std::shared_ptr<Member> member(std::size_t index) const { return members_[index]; }
 
   BackendConfig config_;
