@@ -14,6 +14,7 @@
 #include "dlock/dlock.hpp"
 #include "fixtures.hpp"
 #include "postgres_server.hpp"
+#include "settler.hpp"
 
 namespace dlock::test {
 namespace {
@@ -242,6 +243,78 @@ TEST(Postgres, AReleaseNotifiesOnlyWhileSomeoneWaits) {
   waiter.join();
   EXPECT_TRUE(got);
   EXPECT_EQ(listener.heard(300ms), 1);
+}
+
+TEST(Postgres, EachStatementOfAThreadIsAppliedAfterItsReleaseWhoseAnswerItDidNotWaitFor) {
+  // A lease's destructor sends the release and goes on; the thread's next statement goes
+  // out on the same connection behind it, so the key is free for it every time.
+  Client a(config());
+  for (int i = 0; i < 200; ++i) {
+    Lease lease = a.try_acquire("again and again", settings(10s));
+    ASSERT_TRUE(lease) << "round " << i << ": " << lease.error();
+  }
+  EXPECT_TRUE(wait_until([&] { return a.metrics().releases == 200; }, 2s, 5ms));
+}
+
+TEST(Postgres, AReleaseRefusedAtCommitFailsOnlyItself) {
+  // A deferred trigger refuses, at commit, the release of one key: the refusal arrives after
+  // the statement's own answer, and the statements behind it on the connection are not
+  // taken for it.
+  server().create_database("commit_refused");
+  const std::string dsn = server().dsn("commit_refused");
+  Client a(config_for(dsn));
+  a.acquire("create", settings(10s)).release();
+  server().exec(
+      "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+      "IF NEW.key = 'refused'::bytea AND NEW.owner IS NULL THEN RAISE EXCEPTION 'no'; END IF; "
+      "RETURN NEW; END $$; "
+      "CREATE CONSTRAINT TRIGGER refuse AFTER UPDATE ON dlock_locks DEFERRABLE INITIALLY "
+      "DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse()",
+      "commit_refused");
+  { Lease held = a.acquire("refused", settings(10s)); ASSERT_TRUE(held); }
+  for (int i = 0; i < 3; ++i) {
+    Lease next = a.try_acquire(fmt::format("next {}", i), settings(10s));
+    EXPECT_TRUE(next) << i << ": " << next.error();
+    EXPECT_EQ(next.release(), ReleaseStatus::kReleased);
+  }
+  // The refused release, sent once more from the settler, was refused again: the key stays
+  // held until its lease ends.
+  EXPECT_FALSE(Client(config_for(dsn)).try_acquire("refused", settings(10s)));
+}
+
+TEST(Postgres, AConnectionLostWithAReleaseInFlightFailsOnlyThatRelease) {
+  const std::string app = "dlock-in-flight";
+  Client a(config_for(server().dsn() + "?application_name=" + app));
+  Lease other = a.acquire("other", settings(10s));
+  ASSERT_TRUE(other);
+  PostgresClient blocker(server().dsn());
+  // The settler (which reads answers nobody came back for) is kept busy meanwhile, so that
+  // the thread's next call is the first to look at its connection.
+  std::atomic<bool> settler_free{false};
+  internal::settler::post([&] {
+    wait_until([&] { return settler_free.load(); }, 5s, 5ms);
+  });
+  {
+    Lease held = a.acquire("in flight", settings(10s));
+    ASSERT_TRUE(held);
+    // The row is locked elsewhere: the destructor's release waits for it on the server.
+    blocker.exec(fmt::format("BEGIN; SELECT 1 FROM dlock_locks WHERE service = '{}' AND "
+                             "key = 'in flight'::bytea FOR UPDATE",
+                             unique_service()));
+  }
+  std::this_thread::sleep_for(100ms);
+  EXPECT_GE(server().kill_backends_of(app), 1);
+  blocker.exec("ROLLBACK");
+  // The thread's next statement goes out on a new connection, not behind the lost release,
+  // which was not applied (its key expires with its lease); the release after it is.
+  std::this_thread::sleep_for(50ms);
+  Lease next = a.try_acquire("next", settings(10s));
+  settler_free = true;
+  EXPECT_TRUE(next) << next.error();
+  EXPECT_EQ(other.release(), ReleaseStatus::kReleased);
+  Client b(config());
+  EXPECT_FALSE(b.try_acquire("in flight", settings(10s)));
+  EXPECT_EQ(a.metrics().releases, 1u);
 }
 
 TEST(Postgres, TokensKeepIncreasingWhenTheRowsAreGone) {

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -23,6 +24,14 @@ using Clock = std::chrono::steady_clock;
 constexpr int kPollMs = 5;
 
 void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+// Bytes go on at once, as through a real proxy (HAProxy, PgBouncer): without it, Nagle's
+// algorithm holds a small write back while an earlier one waits for its delayed ACK (up to
+// 40 ms), which a client that pipelines its requests meets on every second one.
+void no_delay(int fd) {
+  const int on = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+}
 
 // Closes with RST rather than FIN: the peer's next read or write fails with ECONNRESET.
 void close_with_reset(int fd) {
@@ -107,6 +116,7 @@ int connect_to(const std::string& host, int port) {
     return -1;
   }
   set_nonblocking(fd);
+  no_delay(fd);
   return fd;
 }
 
@@ -157,6 +167,7 @@ TcpProxy::TcpProxy(std::string target_host, int target_port) : state_(std::make_
           continue;
         }
         set_nonblocking(client);
+        no_delay(client);
         Connection c;
         c.client = client;
         c.server = server;

@@ -114,7 +114,8 @@ PgConnection::~PgConnection() { PQfinish(conn_); }
 
 std::unique_ptr<PgConnection> PgConnection::open(const BackendConfig& config,
                                                  const PgStatements& statements,
-                                                 Clock::time_point deadline, std::string& error) {
+                                                 Clock::time_point deadline, std::string& error,
+                                                 Mode mode) {
   // The dsn is expanded in place of dbname; the application name is dlock's unless the dsn
   // names one.
   const char* keys[] = {"dbname", "fallback_application_name", nullptr};
@@ -127,6 +128,11 @@ std::unique_ptr<PgConnection> PgConnection::open(const BackendConfig& config,
   std::unique_ptr<PgConnection> conn(new PgConnection(raw, statements));
   PQsetNoticeProcessor(raw, log_notice, nullptr);
   if (!conn->connect(deadline, error) || !conn->set_up(config, deadline, error)) return nullptr;
+  if (mode == Mode::kPipelined && PQenterPipelineMode(raw) != 1) {
+    error = "cannot enter pipeline mode: " + trimmed(PQerrorMessage(raw));
+    return nullptr;
+  }
+  conn->pipelined_ = mode == Mode::kPipelined;
   return conn;
 }
 
@@ -186,6 +192,8 @@ bool PgConnection::set_up(const BackendConfig& config, Clock::time_point deadlin
 }
 
 bool PgConnection::resync_clock(Clock::time_point deadline) {
+  // The answers owed first: their wait must not count as the clock read's.
+  settle_by(deadline);
   const auto before = Clock::now();
   PgResult now = run(PgStatement::kServerTime, {}, deadline);
   const auto after = Clock::now();
@@ -209,7 +217,8 @@ PgResult PgConnection::fail(std::string error) {
 }
 
 bool PgConnection::send_and_flush(bool sent, Clock::time_point deadline, std::string& error) {
-  if (!sent) {
+  // Each statement is its own transaction: an error ends only its own pipeline.
+  if (!sent || (pipelined_ && PQpipelineSync(conn_) != 1)) {
     error = trimmed(PQerrorMessage(conn_));
     return false;
   }
@@ -223,15 +232,34 @@ bool PgConnection::send_and_flush(bool sent, Clock::time_point deadline, std::st
   }
 }
 
-PgResult PgConnection::collect(Clock::time_point deadline) {
+PgResult PgConnection::read_answer(Clock::time_point deadline) {
+  // Given up on (a timeout): nothing more is read from it. Ended by the server: what
+  // arrived before the end is still read.
+  if (broken_ && PQstatus(conn_) != CONNECTION_BAD) return fail("the connection is broken");
   PgResult kept;
   bool have = false;
+  bool ended = false;  // pipeline mode: a NULL came; the next result or the Sync follows
   for (;;) {
     while (PQisBusy(conn_) == 0) {
       pg_result* raw = PQgetResult(conn_);
       if (raw == nullptr) {
-        if (PQstatus(conn_) == CONNECTION_BAD) broken_ = true;
-        return have ? std::move(kept) : fail(trimmed(PQerrorMessage(conn_)));
+        // Pipeline mode: only the Sync ends an answer, since the commit comes with it (an
+        // error at commit arrives after the statement's rows), so an answer cut off
+        // before its Sync is unknown. Two NULLs in a row: nothing is queued.
+        if (PQstatus(conn_) == CONNECTION_BAD) {
+          broken_ = true;
+          if (pipelined_ || !have) return fail(trimmed(PQerrorMessage(conn_)));
+          return kept;
+        }
+        if (!pipelined_) return have ? std::move(kept) : fail(trimmed(PQerrorMessage(conn_)));
+        if (ended) return fail("no statement is waiting for an answer");
+        ended = true;
+        continue;
+      }
+      ended = false;
+      if (PQresultStatus(raw) == PGRES_PIPELINE_SYNC) {
+        PQclear(raw);
+        return have ? std::move(kept) : fail("no answer before the pipeline's sync");
       }
       PgResult current(raw);
       // The first error wins; otherwise the last result (a multi-statement text).
@@ -243,8 +271,36 @@ PgResult PgConnection::collect(Clock::time_point deadline) {
   }
 }
 
+void PgConnection::settle_by(Clock::time_point deadline) {
+  while (!owed_.empty()) {
+    Owed owed = std::move(owed_.front());
+    owed_.pop_front();
+    PgResult result = read_answer(std::min(deadline, owed.deadline));
+    try {
+      owed.done(std::move(result));
+    } catch (...) {  // `done` must not throw; nothing more to do with it if it does
+    }
+  }
+}
+
+void PgConnection::settle() noexcept {
+  try {
+    settle_by(Clock::time_point::max());
+  } catch (...) {  // out of memory: the answers are abandoned with the connection
+    broken_ = true;
+    owed_.clear();
+  }
+}
+
+PgResult PgConnection::collect(Clock::time_point deadline) {
+  settle_by(deadline);
+  return read_answer(deadline);
+}
+
 bool PgConnection::prepare(PgStatement statement, Clock::time_point deadline,
                            PgResult& failure) {
+  // Prepared on the way, rarely: the answers owed first.
+  settle_by(deadline);
   std::string error;
   const std::string& sql = statements_.sql(statement);
   if (!send_and_flush(
@@ -253,7 +309,7 @@ bool PgConnection::prepare(PgStatement statement, Clock::time_point deadline,
     failure = fail(error);
     return false;
   }
-  PgResult prepared = collect(deadline);
+  PgResult prepared = read_answer(deadline);
   if (prepared.status != PgResult::Status::kOk) {
     failure = std::move(prepared);
     return false;
@@ -263,7 +319,8 @@ bool PgConnection::prepare(PgStatement statement, Clock::time_point deadline,
 }
 
 bool PgConnection::send(PgStatement statement, const std::vector<std::string>& params,
-                        Clock::time_point deadline, PgResult& failure) {
+                        Clock::time_point deadline, PgResult& failure,
+                        std::function<void(PgResult)> owe_to) {
   if (broken_) {
     failure = fail("the connection is broken");
     return false;
@@ -271,14 +328,21 @@ bool PgConnection::send(PgStatement statement, const std::vector<std::string>& p
   if (!prepared_[static_cast<std::size_t>(statement)] && !prepare(statement, deadline, failure)) {
     return false;
   }
+
   std::vector<const char*> values;
   values.reserve(params.size());
   for (const std::string& param : params) values.push_back(param.c_str());
   std::string error;
+  // Noted before the statement goes out, so that nothing that can throw comes after it.
+  const bool owing = owe_to != nullptr;
+  if (owing) owed_.push_back(Owed{std::move(owe_to), deadline});
   const bool sent = PQsendQueryPrepared(conn_, PgStatements::name(statement),
                                         static_cast<int>(values.size()), values.data(), nullptr,
                                         nullptr, 0) == 1;
   if (!send_and_flush(sent, deadline, error)) {
+    // Not all of it reached the server, whose implicit transaction then ends without a
+    // commit: nothing was applied, and nobody is owed an answer.
+    if (owing) owed_.pop_back();
     failure = fail(error);
     return false;
   }
@@ -293,10 +357,22 @@ PgResult PgConnection::run(PgStatement statement, const std::vector<std::string>
 }
 
 PgResult PgConnection::run_text(const std::string& sql, Clock::time_point deadline) {
+  settle_by(deadline);
   if (broken_) return fail("the connection is broken");
+  // Several statements in one text need the simple protocol, which pipeline mode refuses:
+  // it is left for this call (nothing is owed now) and entered again after.
+  const bool pipelined = pipelined_;
+  if (pipelined && PQexitPipelineMode(conn_) != 1) return fail(trimmed(PQerrorMessage(conn_)));
+  pipelined_ = false;
   std::string error;
-  if (!send_and_flush(PQsendQuery(conn_, sql.c_str()) == 1, deadline, error)) return fail(error);
-  return collect(deadline);
+  PgResult result = send_and_flush(PQsendQuery(conn_, sql.c_str()) == 1, deadline, error)
+                        ? read_answer(deadline)
+                        : fail(error);
+  if (pipelined && !broken_) {
+    if (PQenterPipelineMode(conn_) != 1) return fail(trimmed(PQerrorMessage(conn_)));
+    pipelined_ = true;
+  }
+  return result;
 }
 
 bool PgConnection::healthy() {
@@ -310,6 +386,17 @@ bool PgConnection::healthy() {
     return false;
   }
   return true;
+}
+
+bool PgConnection::still_connected() {
+  // A server ending the session sends its reason, then closes: the reason is read by one
+  // PQconsumeInput, the close found by the next. Bounded: owed answers may keep arriving.
+  for (int reads = 0; !broken_ && reads < 16; ++reads) {
+    pollfd p{PQsocket(conn_), POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0) break;
+    if (PQconsumeInput(conn_) == 0 || PQstatus(conn_) == CONNECTION_BAD) broken_ = true;
+  }
+  return !broken_;
 }
 
 int PgConnection::socket() const { return PQsocket(conn_); }

@@ -11,6 +11,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -60,14 +61,22 @@ class PgResult {
   pg_result* result_ = nullptr;
 };
 
+/// One connection. In pipeline mode (libpq's, PostgreSQL 14+) statements can be sent while
+/// the answers of earlier ones are still owed: the server applies them in the order sent,
+/// each in a transaction of its own (a Sync after each), and the answers come in that order.
+/// An answer owed to someone else (owe()) is read, and handed over, on the way to the next
+/// answer the connection's user waits for.
 class PgConnection {
  public:
+  enum class Mode { kPlain, kPipelined };
+
   /// Connects, sets the session's statement and lock timeouts to the command timeout and
   /// reads the server's clock. Returns null with `error` set when that cannot be done by
   /// `deadline`.
   static std::unique_ptr<PgConnection> open(const BackendConfig& config,
                                             const PgStatements& statements,
-                                            Clock::time_point deadline, std::string& error);
+                                            Clock::time_point deadline, std::string& error,
+                                            Mode mode = Mode::kPlain);
   ~PgConnection();
   PgConnection(const PgConnection&) = delete;
   PgConnection& operator=(const PgConnection&) = delete;
@@ -76,10 +85,20 @@ class PgConnection {
   PgResult run(PgStatement statement, const std::vector<std::string>& params,
                Clock::time_point deadline);
   /// run() in two halves: send() returns once the statement is sent (false: it could not
-  /// be, and the connection is broken); collect() reads its answer.
+  /// be, and the connection is broken); collect() reads its answer, after the owed ones.
+  /// With `owe_to`, the statement's answer goes to it (it must not throw), read by a later
+  /// collect() or settle(), by `deadline` at the latest when settle() reads it.
   bool send(PgStatement statement, const std::vector<std::string>& params,
-            Clock::time_point deadline, PgResult& failure);
+            Clock::time_point deadline, PgResult& failure,
+            std::function<void(PgResult)> owe_to = nullptr);
   PgResult collect(Clock::time_point deadline);
+  /// Reads every owed answer and hands each to its `done`.
+  void settle() noexcept;
+  [[nodiscard]] bool owing() const { return !owed_.empty(); }
+  /// Reads what arrived without waiting (owed answers stay to be read) and tells whether
+  /// the connection is still there: a session the server ended is known before the next
+  /// statement is sent on it.
+  bool still_connected();
   /// Runs SQL text without parameters (schema set-up, LISTEN); the last result counts.
   PgResult run_text(const std::string& sql, Clock::time_point deadline);
   /// The server's clock at `when` (a steady time point), in µs since the Unix epoch, as
@@ -100,11 +119,23 @@ class PgConnection {
   bool next_notification(std::string& payload);
 
  private:
+  /// An answer owed to someone other than the connection's user.
+  struct Owed {
+    std::function<void(PgResult)> done;
+    Clock::time_point deadline;
+  };
+
   PgConnection(pg_conn* conn, const PgStatements& statements);
   bool connect(Clock::time_point deadline, std::string& error);
   bool set_up(const BackendConfig& config, Clock::time_point deadline, std::string& error);
+  /// After a statement was queued (`sent`): ends it with a Sync in pipeline mode, and
+  /// flushes.
   bool send_and_flush(bool sent, Clock::time_point deadline, std::string& error);
   bool prepare(PgStatement statement, Clock::time_point deadline, PgResult& failure);
+  /// Reads the answer of the oldest statement not read yet.
+  PgResult read_answer(Clock::time_point deadline);
+  /// Reads the owed answers, each by `deadline` if it is earlier than its own.
+  void settle_by(Clock::time_point deadline);
   /// Waits for the socket to be readable (and writable if `write`); false at `deadline`.
   bool wait(bool write, Clock::time_point deadline) const;
   PgResult fail(std::string error);
@@ -115,6 +146,8 @@ class PgConnection {
   std::int64_t clock_offset_us_ = 0;  ///< server µs - steady µs
   Clock::time_point clock_read_at_;
   bool broken_ = false;
+  bool pipelined_ = false;
+  std::deque<Owed> owed_;
 };
 
 /// A bounded pool of connections to the database. Callers wait (until their deadline) for
@@ -123,9 +156,10 @@ class PgConnection {
 /// connection on a slow server cannot make leases expire.
 ///
 /// A statement can be sent without waiting for its answer (send_detached): the connection
-/// stays with the sending thread, whose next take() reads the answer first and then gets
-/// that connection, so the thread's next statement is applied after it. The settler
-/// (settler.hpp) reads the answers nobody came back for.
+/// stays with the sending thread, whose next take() gets that connection back, so the
+/// thread's next statement is applied after it. Pool connections are pipelined: that next
+/// statement goes out at once, and one wait reads both answers. The settler (settler.hpp)
+/// reads the answers nobody came back for.
 class PgPool final : public Settleable, public std::enable_shared_from_this<PgPool> {
  public:
   enum class Lane { kShared, kRenewal };
@@ -177,19 +211,16 @@ class PgPool final : public Settleable, public std::enable_shared_from_this<PgPo
   [[nodiscard]] const PgStatements& statements() const { return *statements_; }
 
  private:
-  /// A statement sent by one thread whose answer is not read yet.
+  /// The connection of a thread that sent statements whose answers are not read yet.
   struct Owed {
     std::unique_ptr<PgConnection> conn;
-    std::function<void(PgResult)> done;
     Clock::time_point sent;
-    Clock::time_point deadline;
   };
 
   void give_back(std::unique_ptr<PgConnection> conn, Lane lane) noexcept;
   std::unique_ptr<PgConnection> idle_one(Lane lane);
-  /// The calling thread's owed answer read and reported; its connection, or null.
+  /// The calling thread's connection with answers owed, or null.
   std::unique_ptr<PgConnection> settle_mine(std::unique_lock<std::mutex>& lock);
-  static void finish(Owed& owed) noexcept;
 
   BackendConfig config_;
   std::shared_ptr<const PgStatements> statements_;

@@ -22,15 +22,7 @@ PgPool::PgPool(BackendConfig config, std::shared_ptr<const PgStatements> stateme
 PgPool::~PgPool() {
   // Answers still owed (a thread that released and left): read them, bounded, so that their
   // outcome is reported and flush() does not wait for them in vain.
-  for (auto& [thread, owed] : owed_) finish(owed);
-}
-
-void PgPool::finish(Owed& owed) noexcept {
-  PgResult result = owed.conn->collect(owed.deadline);
-  try {
-    owed.done(std::move(result));
-  } catch (...) {  // `done` must not throw; nothing more to do with it if it does
-  }
+  for (auto& [thread, owed] : owed_) owed.conn->settle();
 }
 
 std::unique_ptr<PgConnection> PgPool::settle_mine(std::unique_lock<std::mutex>& lock) {
@@ -39,17 +31,19 @@ std::unique_ptr<PgConnection> PgPool::settle_mine(std::unique_lock<std::mutex>& 
   settled_.wait(lock, [&] { return settling_.count(me) == 0; });
   auto it = owed_.find(me);
   if (it == owed_.end()) return nullptr;
-  Owed owed = std::move(it->second);
+  // The answers stay owed: the thread's next statement goes out behind them, and they are
+  // read on the way to its answer.
+  std::unique_ptr<PgConnection> conn = std::move(it->second.conn);
   owed_.erase(it);
-  lock.unlock();
-  finish(owed);
-  lock.lock();
-  if (owed.conn->broken()) {
+  if (!conn->still_connected()) {
+    lock.unlock();
+    conn->settle();  // reads what came before the end, and reports each
+    lock.lock();
     --open_;
     returned_.notify_one();
     return nullptr;
   }
-  return std::move(owed.conn);
+  return conn;
 }
 
 bool PgPool::send_detached(PgStatement statement, const std::vector<std::string>& params,
@@ -57,14 +51,16 @@ bool PgPool::send_detached(PgStatement statement, const std::vector<std::string>
   std::string error;
   Handle handle = take(deadline, error, Lane::kShared, false);
   if (!handle) return false;
+  // One answer owed per connection at most: the thread's earlier one is read first, so
+  // that a slow statement cannot use up the time of those queued behind it.
+  if (handle->owing()) handle->settle();
   PgResult failure;
-  if (!handle->send(statement, params, deadline, failure)) return false;
+  if (!handle->send(statement, params, deadline, failure, std::move(done))) return false;
   std::unique_ptr<PgConnection> conn = handle.detach();
   {
     std::lock_guard lock(mutex_);
-    // take() read this thread's earlier owed answer, so there is none now.
-    owed_[std::this_thread::get_id()] =
-        Owed{std::move(conn), std::move(done), Clock::now(), deadline};
+    // take() gave this thread its connection back, so it owes on no other one.
+    owed_[std::this_thread::get_id()] = Owed{std::move(conn), Clock::now()};
   }
   settler::watch(weak_from_this());
   return true;
@@ -87,7 +83,7 @@ bool PgPool::settle_idle(Clock::time_point owed_before) {
     }
   }
   for (auto& [thread, owed] : due) {
-    finish(owed);
+    owed.conn->settle();
     give_back(std::move(owed.conn), Lane::kShared);
     {
       std::lock_guard lock(mutex_);
@@ -151,7 +147,7 @@ PgPool::Handle PgPool::take(Clock::time_point deadline, std::string& error, Lane
       lock.unlock();
       auto conn = PgConnection::open(
           config_, *statements_, std::min(deadline, later(Clock::now(), config_.connect_timeout)),
-          error);
+          error, PgConnection::Mode::kPipelined);
       if (conn) return Handle(this, std::move(conn), lane);
       lock.lock();
       if (lane == Lane::kShared) --open_;
@@ -172,6 +168,9 @@ PgPool::Handle PgPool::take(Clock::time_point deadline, std::string& error, Lane
 }
 
 void PgPool::give_back(std::unique_ptr<PgConnection> conn, Lane lane) noexcept {
+  // A connection given back with answers owed (its user sent nothing after them): read
+  // them now, so that an idle connection has nothing in flight.
+  if (conn->owing()) conn->settle();
   std::lock_guard lock(mutex_);
   if (lane == Lane::kRenewal) {
     if (!conn->broken()) renewal_ = std::move(conn);

@@ -83,37 +83,33 @@ GrantReply grant_of(const PgResult& result) {
     reply.outcome_unknown = result.status == Status::kUnknown;
     return reply;
   }
-  reply.kind = GrantReply::Kind::kBusy;  // no row: busy, holder unknown
+  reply.kind = GrantReply::Kind::kBusy;  // no row: refused (kBusy or kNoteWaiter says why)
   if (result.rows() == 0) return reply;
-  switch (result.number(0, 0)) {
-    case 1:
-      reply.kind = GrantReply::Kind::kAcquired;
-      reply.token = token_of(result, 0, 1);
-      reply.ttl = Millis{result.number(0, 2)};
-      break;
-    case 0:
-      reply.last_token = token_of(result, 0, 1);
-      reply.ttl = Millis{result.number(0, 2)};
-      break;
-    default:
-      reply.kind = GrantReply::Kind::kUnavailable;
-      reply.error = "the database answered after the command timeout; nothing was taken";
-  }
+  reply.kind = GrantReply::Kind::kAcquired;
+  reply.token = token_of(result, 0, 0);
+  reply.ttl = Millis{result.number(0, 1)};
   return reply;
 }
 
-ReleaseOutcome release_outcome_of(const PgResult& result) {
-  if (result.status != Status::kOk || result.rows() != 1) return ReleaseOutcome::kUnavailable;
-  switch (result.number(0, 0)) {
-    case 0: return ReleaseOutcome::kReleased;
-    case 1: return ReleaseOutcome::kKept;
-    case 3: return ReleaseOutcome::kTaken;
-    default: return ReleaseOutcome::kGone;
-  }
+BusyAnswer busy_of(const PgResult& result) {
+  BusyAnswer answer;
+  if (result.status != Status::kOk || result.rows() != 1) return answer;
+  answer.known = true;
+  answer.late = result.number(0, 0) == 1;
+  answer.last_token = token_of(result, 0, 1);
+  answer.ttl = Millis{result.number(0, 2)};
+  return answer;
 }
 
-bool arrived_late(const PgResult& result) {
-  return result.status == Status::kOk && result.rows() == 1 && result.number(0, 0) == -1;
+ReleaseOutcome release_outcome_of(const PgResult& result) {
+  if (result.status != Status::kOk || result.rows() > 1) return ReleaseOutcome::kUnavailable;
+  if (result.rows() == 0) return ReleaseOutcome::kGone;  // kReleaseMissed tells gone or taken
+  return result.number(0, 0) == 1 ? ReleaseOutcome::kKept : ReleaseOutcome::kReleased;
+}
+
+ReleaseOutcome missed_outcome_of(const PgResult& result) {
+  const bool taken = result.status == Status::kOk && result.rows() == 1 && result.number(0, 0) == 3;
+  return taken ? ReleaseOutcome::kTaken : ReleaseOutcome::kGone;
 }
 
 bool usable_service(std::string_view service) {

@@ -22,11 +22,25 @@ namespace dlock::internal {
 [[nodiscard]] RunRecord run_record(const PgResult& result, int row, int first);
 [[nodiscard]] AuditEntry audit_entry(const PgResult& result, int row);
 
-/// The answers of kAcquire and kRelease.
+/// kAcquire's answer: kAcquired with its row, kBusy without one (not granted, and not
+/// known why until kBusy or kNoteWaiter is asked), kUnavailable when it failed.
 [[nodiscard]] GrantReply grant_of(const PgResult& result);
+
+/// What kBusy or kNoteWaiter found.
+struct BusyAnswer {
+  bool known = false;  ///< false: the statement failed
+  bool late = false;   ///< the request arrived after its caller gave up
+  std::uint64_t last_token = 0;
+  Millis ttl{0};       ///< the holder's time left; 0: the key is free
+};
+[[nodiscard]] BusyAnswer busy_of(const PgResult& result);
+
+/// kRelease's answer: kReleased or kKept; kGone when nothing was released (kReleaseMissed
+/// then tells gone from taken); kUnavailable when it failed.
 [[nodiscard]] ReleaseOutcome release_outcome_of(const PgResult& result);
-/// kAcquire answered that it arrived after its caller gave up.
-[[nodiscard]] bool arrived_late(const PgResult& result);
+/// kReleaseMissed's answer: kTaken, or kGone (also when it failed: the lease is lost either
+/// way).
+[[nodiscard]] ReleaseOutcome missed_outcome_of(const PgResult& result);
 
 /// Whether `service` can be PostgreSQL text: UTF-8 without NUL (libpq would cut the value
 /// there, and two services would share their locks), at most 1024 bytes (a notification's

@@ -22,9 +22,11 @@ namespace dlock::internal {
 
 enum class PgStatement {
   kAcquire,
-  kAcquireWaiting,
+  kBusy,
+  kNoteWaiter,
   kRenew,
   kRelease,
+  kReleaseMissed,
   kServerTime,
   kInspect,
   kList,
@@ -35,7 +37,7 @@ enum class PgStatement {
   kListRuns,
   kSweep,
 };
-inline constexpr std::size_t kPgStatementCount = 13;
+inline constexpr std::size_t kPgStatementCount = 15;
 
 class PgStatements {
  public:

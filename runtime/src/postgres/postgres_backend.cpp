@@ -88,6 +88,17 @@ class PostgresBackend final : public Backend,
   /// A release refused by the server, sent again from the settler's thread.
   ReleaseOutcome release_once_more(const Key& key, const std::string& owner,
                                    Millis keep_for) noexcept;
+  /// kRelease's `result` as an outcome; when it released nothing, missed() says whether
+  /// the key was gone or taken.
+  ReleaseOutcome release_outcome(const PgResult& result, const Key& key, std::string_view owner,
+                                 Clock::time_point until, bool wait) {
+    const ReleaseOutcome outcome = release_outcome_of(result);
+    return outcome == ReleaseOutcome::kGone ? missed(key, owner, until, wait) : outcome;
+  }
+  /// Why a release found nothing to release: kTaken or kGone (waiting for a connection
+  /// only with `wait`; the settler must not), asked by `until`.
+  ReleaseOutcome missed(const Key& key, std::string_view owner, Clock::time_point until,
+                        bool wait) noexcept;
   [[nodiscard]] Params release_params(const Key& key, std::string_view owner,
                                       Millis keep_for) const;
   /// `result` if the statement ran; else throws BackendUnavailable.
@@ -114,7 +125,8 @@ PgResult PostgresBackend::call(PgStatement statement, const Build& build,
     std::string error;
     PgPool::Handle conn = pool_->take(deadline, error, lane, wait);
     if (!conn) return {Status::kRefused, "cannot reach the database: " + error};
-    if (!schema_ready_.load() && !ensure_schema(*conn, deadline, error)) {
+    // Owed answers are read (and their callbacks run) before the schema lock is taken.
+    if (!schema_ready_.load() && (conn->settle(), !ensure_schema(*conn, deadline, error))) {
       return {Status::kRefused, error};
     }
     PgResult result = conn->run(statement, build(*conn), deadline);
@@ -172,31 +184,49 @@ bool PostgresBackend::ensure_schema(PgConnection& conn, Clock::time_point deadli
 GrantReply PostgresBackend::acquire(const GrantRequest& request) {
   const auto until = std::min(request.give_up_at, deadline());
   bool resync = false;
+  std::int64_t not_after = 0;
   const Build build = [&](PgConnection& conn) {
     // The estimate drifts with the two clocks' rates: read again every minute.
     if (resync || Clock::now() - conn.clock_read_at() > kClockReadEvery) conn.resync_clock(until);
-    const std::int64_t not_after = request.give_up_at == Clock::time_point::max()
-                                       ? 0
-                                       : conn.server_time_us(request.give_up_at);
-    Params params{service_,        hex(request.key.str()), std::string(request.owner),
-                  number_text(request.lease.count()), number_text(not_after),
-                  host_,           pid_,                   number_text(thread_id()),
+    not_after = request.give_up_at == Clock::time_point::max()
+                    ? 0
+                    : conn.server_time_us(request.give_up_at);
+    return Params{service_,       hex(request.key.str()), std::string(request.owner),
+                  number_text(request.lease.count()),  number_text(not_after),
+                  host_,          pid_,                   number_text(thread_id()),
                   hex(request.name)};
-    if (request.waiting) params.push_back(number_text(waiter_noted_for().count()));
-    return params;
   };
-  const auto statement = request.waiting ? PgStatement::kAcquireWaiting : PgStatement::kAcquire;
-  PgResult result = call(statement, build, until);
-  // Late by the connection's estimate of the server's clock, not by ours: read the clock
-  // again and ask once more.
-  if (arrived_late(result) && Clock::now() < request.give_up_at) {
-    resync = true;
-    result = call(statement, build, until);
+  // A refused acquire asks what it met: a holder (busy), a key freed since (try again, a
+  // few times at most), or its own lateness.
+  constexpr int kRounds = 3;
+  GrantReply reply;
+  for (int round = 0; round < kRounds; ++round) {
+    reply = grant_of(call(PgStatement::kAcquire, build, until));
+    if (reply.kind != GrantReply::Kind::kBusy) return reply;
+    Params asked{service_, hex(request.key.str()), number_text(not_after)};
+    if (request.waiting) asked.push_back(number_text(waiter_noted_for().count()));
+    const BusyAnswer busy = busy_of(call(
+        request.waiting ? PgStatement::kNoteWaiter : PgStatement::kBusy, std::move(asked), until));
+    if (!busy.known) return reply;  // busy, holder unknown
+    if (busy.late) {
+      // Late by the connection's estimate of the server's clock, not by ours: read the clock
+      // again and ask once more.
+      if (!resync && Clock::now() < request.give_up_at) {
+        resync = true;
+        continue;
+      }
+      // Late indeed: an earlier attempt of this owner may hold the key, which nobody would
+      // release. (Owner-checked; a rare path.)
+      release(request.key, request.owner, Millis{0});
+      reply.kind = GrantReply::Kind::kUnavailable;
+      reply.error = "the database answered after the command timeout; nothing was taken";
+      return reply;
+    }
+    reply.last_token = busy.last_token;
+    reply.ttl = busy.ttl;
+    if (busy.ttl > Millis{0}) return reply;
   }
-  // Late indeed: an earlier attempt of this owner may hold the key, which nobody would
-  // release. (Owner-checked; a rare path.)
-  if (arrived_late(result)) release(request.key, request.owner, Millis{0});
-  return grant_of(result);
+  return reply;
 }
 
 void PostgresBackend::renew(std::vector<RenewItem>& items) {
@@ -233,11 +263,24 @@ Params PostgresBackend::release_params(const Key& key, std::string_view owner,
                 statements_->channel(), payload_of(key.str())};
 }
 
+ReleaseOutcome PostgresBackend::missed(const Key& key, std::string_view owner,
+                                       Clock::time_point until, bool wait) noexcept {
+  try {
+    return missed_outcome_of(call(PgStatement::kReleaseMissed,
+                                  Params{service_, hex(key.str()), std::string(owner)}, until,
+                                  PgPool::Lane::kShared, wait));
+  } catch (...) {
+    return ReleaseOutcome::kGone;  // lost either way
+  }
+}
+
 ReleaseOutcome PostgresBackend::release_once_more(const Key& key, const std::string& owner,
                                                   Millis keep_for) noexcept {
   try {
-    return release_outcome_of(call(PgStatement::kRelease, release_params(key, owner, keep_for),
-                                   deadline(), PgPool::Lane::kShared, false));
+    const auto until = deadline();
+    return release_outcome(call(PgStatement::kRelease, release_params(key, owner, keep_for),
+                                until, PgPool::Lane::kShared, false),
+                           key, owner, until, false);
   } catch (...) {
     return ReleaseOutcome::kUnavailable;
   }
@@ -254,7 +297,7 @@ ReleaseOutcome PostgresBackend::release(const Key& key, std::string_view owner,
       result = call(PgStatement::kRelease, release_params(key, owner, keep_for), until);
     }
     if (result.status == Status::kOk) sweep_now_and_then();
-    return release_outcome_of(result);
+    return release_outcome(result, key, owner, until, true);
   } catch (...) {
     return ReleaseOutcome::kUnavailable;
   }
@@ -264,19 +307,26 @@ bool PostgresBackend::release_later(const Key& key, std::string_view owner, Mill
                                     std::function<void(ReleaseOutcome)> done) noexcept {
   try {
     sweep_now_and_then();
-    // Refused by the server: sent again, synchronously, on the settler's thread.
-    // It never waits for a pool connection there: the settler must not (see post_sweep).
+    // Refused by the server: sent again, synchronously, on the settler's thread; nothing
+    // released: why is asked there too. It never waits for a pool connection there: the
+    // settler must not (see post_sweep).
     auto answered = [self = weak_from_this(), key, owner = std::string(owner), keep_for,
                      done](PgResult result) {
-      if (result.status != Status::kRefused) return done(release_outcome_of(result));
+      const ReleaseOutcome outcome = release_outcome_of(result);
+      if (result.status != Status::kRefused && outcome != ReleaseOutcome::kGone) {
+        return done(outcome);
+      }
       try {
-        settler::post([self, key, owner, keep_for, done] {
+        const bool refused = result.status == Status::kRefused;
+        settler::post([self, key, owner, keep_for, done, refused] {
           const auto backend = self.lock();
-          done(backend ? backend->release_once_more(key, owner, keep_for)
-                       : ReleaseOutcome::kUnavailable);
+          if (!backend) return done(refused ? ReleaseOutcome::kUnavailable : ReleaseOutcome::kGone);
+          done(refused ? backend->release_once_more(key, owner, keep_for)
+                       : backend->missed(key, owner, backend->deadline(), false));
         });
       } catch (...) {
-        done(ReleaseOutcome::kUnavailable);
+        done(result.status == Status::kRefused ? ReleaseOutcome::kUnavailable
+                                               : ReleaseOutcome::kGone);
       }
     };
     return pool_->send_detached(PgStatement::kRelease, release_params(key, owner, keep_for),
