@@ -284,16 +284,24 @@ TEST(Postgres, AReleaseRefusedAtCommitFailsOnlyItself) {
 
 TEST(Postgres, AConnectionLostWithAReleaseInFlightFailsOnlyThatRelease) {
   const std::string app = "dlock-in-flight";
-  Client a(config_for(server().dsn() + "?application_name=" + app));
+  Config c = config_for(server().dsn() + "?application_name=" + app);
+  // Long enough that the release waiting for the row lock is cut off by the kill, not
+  // refused by its lock timeout first.
+  c.backends["default"].command_timeout = 5s;
+  Client a(c);
   Lease other = a.acquire("other", settings(10s));
   ASSERT_TRUE(other);
   PostgresClient blocker(server().dsn());
   // The settler (which reads answers nobody came back for) is kept busy meanwhile, so that
   // the thread's next call is the first to look at its connection.
-  std::atomic<bool> settler_free{false};
-  internal::settler::post([&] {
-    wait_until([&] { return settler_free.load(); }, 5s, 5ms);
+  auto settler_free = std::make_shared<std::atomic<bool>>(false);
+  internal::settler::post([settler_free] {
+    wait_until([&] { return settler_free->load(); }, 5s, 5ms);
   });
+  struct Free {
+    std::shared_ptr<std::atomic<bool>> flag;
+    ~Free() { *flag = true; }
+  } free_on_exit{settler_free};
   {
     Lease held = a.acquire("in flight", settings(10s));
     ASSERT_TRUE(held);
@@ -309,7 +317,7 @@ TEST(Postgres, AConnectionLostWithAReleaseInFlightFailsOnlyThatRelease) {
   // which was not applied (its key expires with its lease); the release after it is.
   std::this_thread::sleep_for(50ms);
   Lease next = a.try_acquire("next", settings(10s));
-  settler_free = true;
+  *settler_free = true;
   EXPECT_TRUE(next) << next.error();
   EXPECT_EQ(other.release(), ReleaseStatus::kReleased);
   Client b(config());

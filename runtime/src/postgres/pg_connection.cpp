@@ -271,11 +271,18 @@ PgResult PgConnection::read_answer(Clock::time_point deadline) {
   }
 }
 
-void PgConnection::settle_by(Clock::time_point deadline) {
+void PgConnection::settle_by(Clock::time_point deadline) noexcept {
+  // Each `done` is called once, whatever happens: out of memory while an answer is read,
+  // the connection is given up and that answer and those after it are unknown.
   while (!owed_.empty()) {
     Owed owed = std::move(owed_.front());
     owed_.pop_front();
-    PgResult result = read_answer(std::min(deadline, owed.deadline));
+    PgResult result(PgResult::Status::kUnknown, std::string());
+    try {
+      result = read_answer(std::min(deadline, owed.deadline));
+    } catch (...) {
+      broken_ = true;
+    }
     try {
       owed.done(std::move(result));
     } catch (...) {  // `done` must not throw; nothing more to do with it if it does
@@ -283,14 +290,7 @@ void PgConnection::settle_by(Clock::time_point deadline) {
   }
 }
 
-void PgConnection::settle() noexcept {
-  try {
-    settle_by(Clock::time_point::max());
-  } catch (...) {  // out of memory: the answers are abandoned with the connection
-    broken_ = true;
-    owed_.clear();
-  }
-}
+void PgConnection::settle() noexcept { settle_by(Clock::time_point::max()); }
 
 PgResult PgConnection::collect(Clock::time_point deadline) {
   settle_by(deadline);

@@ -135,7 +135,7 @@ class PgConnection {
   /// Reads the answer of the oldest statement not read yet.
   PgResult read_answer(Clock::time_point deadline);
   /// Reads the owed answers, each by `deadline` if it is earlier than its own.
-  void settle_by(Clock::time_point deadline);
+  void settle_by(Clock::time_point deadline) noexcept;
   /// Waits for the socket to be readable (and writable if `write`); false at `deadline`.
   bool wait(bool write, Clock::time_point deadline) const;
   PgResult fail(std::string error);

@@ -56,11 +56,15 @@ bool PgPool::send_detached(PgStatement statement, const std::vector<std::string>
   if (handle->owing()) handle->settle();
   PgResult failure;
   if (!handle->send(statement, params, deadline, failure, std::move(done))) return false;
-  std::unique_ptr<PgConnection> conn = handle.detach();
-  {
+  try {
     std::lock_guard lock(mutex_);
     // take() gave this thread its connection back, so it owes on no other one.
-    owed_[std::this_thread::get_id()] = Owed{std::move(conn), Clock::now()};
+    auto slot = owed_.try_emplace(std::this_thread::get_id()).first;
+    slot->second = Owed{handle.detach(), Clock::now()};
+  } catch (...) {
+    // Out of memory: sent all the same, so its answer is read here.
+    if (handle) handle->settle();
+    return true;
   }
   settler::watch(weak_from_this());
   return true;
@@ -73,8 +77,21 @@ bool PgPool::settle_idle(Clock::time_point owed_before) {
     std::lock_guard lock(mutex_);
     for (auto it = owed_.begin(); it != owed_.end();) {
       if (it->second.sent < owed_before) {
-        settling_.insert(it->first);
-        due.emplace_back(it->first, std::move(it->second));
+        // Out of memory: the rest wait for their threads, or for the next round.
+        try {
+          due.emplace_back(it->first, Owed{});
+        } catch (...) {
+          owing = true;
+          break;
+        }
+        try {
+          settling_.insert(it->first);
+        } catch (...) {
+          due.pop_back();
+          owing = true;
+          break;
+        }
+        due.back().second = std::move(it->second);
         it = owed_.erase(it);
       } else {
         owing = true;

@@ -122,6 +122,8 @@ class PostgresBackend final : public Backend,
 PgResult PostgresBackend::call(PgStatement statement, const Build& build,
                                Clock::time_point deadline, PgPool::Lane lane, bool wait) {
   for (int attempt = 0;; ++attempt) {
+    // Past its time, a statement would only cost a connection (given up before its answer).
+    if (Clock::now() >= deadline) return {Status::kRefused, "the command timeout passed first"};
     std::string error;
     PgPool::Handle conn = pool_->take(deadline, error, lane, wait);
     if (!conn) return {Status::kRefused, "cannot reach the database: " + error};
