@@ -75,28 +75,22 @@ bool PgPool::settle_idle(Clock::time_point owed_before) {
   bool owing = false;
   {
     std::lock_guard lock(mutex_);
-    for (auto it = owed_.begin(); it != owed_.end();) {
-      if (it->second.sent < owed_before) {
-        // Out of memory: the rest wait for their threads, or for the next round.
-        try {
-          due.emplace_back(it->first, Owed{});
-        } catch (...) {
-          owing = true;
-          break;
-        }
-        try {
+    // Out of memory: the rest wait for their threads, or for the next round. With `due`
+    // reserved, only the set's insert can throw, before its entry is touched.
+    try {
+      due.reserve(owed_.size());
+      for (auto it = owed_.begin(); it != owed_.end();) {
+        if (it->second.sent < owed_before) {
           settling_.insert(it->first);
-        } catch (...) {
-          due.pop_back();
+          due.emplace_back(it->first, std::move(it->second));
+          it = owed_.erase(it);
+        } else {
           owing = true;
-          break;
+          ++it;
         }
-        due.back().second = std::move(it->second);
-        it = owed_.erase(it);
-      } else {
-        owing = true;
-        ++it;
       }
+    } catch (...) {
+      owing = true;
     }
   }
   for (auto& [thread, owed] : due) {

@@ -127,9 +127,9 @@ PgResult PostgresBackend::call(PgStatement statement, const Build& build,
     std::string error;
     PgPool::Handle conn = pool_->take(deadline, error, lane, wait);
     if (!conn) return {Status::kRefused, "cannot reach the database: " + error};
-    // Owed answers are read (and their callbacks run) before the schema lock is taken.
-    if (!schema_ready_.load() && (conn->settle(), !ensure_schema(*conn, deadline, error))) {
-      return {Status::kRefused, error};
+    if (!schema_ready_.load()) {
+      conn->settle();  // owed answers (and their callbacks) before the schema lock is taken
+      if (!ensure_schema(*conn, deadline, error)) return {Status::kRefused, error};
     }
     PgResult result = conn->run(statement, build(*conn), deadline);
     // The table was dropped behind dlock's back: create it again, once.
@@ -185,6 +185,7 @@ bool PostgresBackend::ensure_schema(PgConnection& conn, Clock::time_point deadli
 
 GrantReply PostgresBackend::acquire(const GrantRequest& request) {
   const auto until = std::min(request.give_up_at, deadline());
+  const std::string key = hex(request.key.str());
   bool resync = false;
   std::int64_t not_after = 0;
   const Build build = [&](PgConnection& conn) {
@@ -193,9 +194,8 @@ GrantReply PostgresBackend::acquire(const GrantRequest& request) {
     not_after = request.give_up_at == Clock::time_point::max()
                     ? 0
                     : conn.server_time_us(request.give_up_at);
-    return Params{service_,       hex(request.key.str()), std::string(request.owner),
-                  number_text(request.lease.count()),  number_text(not_after),
-                  host_,          pid_,                   number_text(thread_id()),
+    return Params{service_, key, std::string(request.owner), number_text(request.lease.count()),
+                  number_text(not_after), host_, pid_, number_text(thread_id()),
                   hex(request.name)};
   };
   // A refused acquire asks what it met: a holder (busy), a key freed since (try again, a
@@ -205,7 +205,7 @@ GrantReply PostgresBackend::acquire(const GrantRequest& request) {
   for (int round = 0; round < kRounds; ++round) {
     reply = grant_of(call(PgStatement::kAcquire, build, until));
     if (reply.kind != GrantReply::Kind::kBusy) return reply;
-    Params asked{service_, hex(request.key.str()), number_text(not_after)};
+    Params asked{service_, key, number_text(not_after)};
     if (request.waiting) asked.push_back(number_text(waiter_noted_for().count()));
     const BusyAnswer busy = busy_of(call(
         request.waiting ? PgStatement::kNoteWaiter : PgStatement::kBusy, std::move(asked), until));
@@ -314,21 +314,20 @@ bool PostgresBackend::release_later(const Key& key, std::string_view owner, Mill
     // settler must not (see post_sweep).
     auto answered = [self = weak_from_this(), key, owner = std::string(owner), keep_for,
                      done](PgResult result) {
+      const bool refused = result.status == Status::kRefused;
       const ReleaseOutcome outcome = release_outcome_of(result);
-      if (result.status != Status::kRefused && outcome != ReleaseOutcome::kGone) {
-        return done(outcome);
-      }
+      if (!refused && outcome != ReleaseOutcome::kGone) return done(outcome);
+      // What it is when the settler cannot do better: not applied, or lost either way.
+      const ReleaseOutcome fallback = refused ? ReleaseOutcome::kUnavailable : outcome;
       try {
-        const bool refused = result.status == Status::kRefused;
-        settler::post([self, key, owner, keep_for, done, refused] {
+        settler::post([self, key, owner, keep_for, done, refused, fallback] {
           const auto backend = self.lock();
-          if (!backend) return done(refused ? ReleaseOutcome::kUnavailable : ReleaseOutcome::kGone);
+          if (!backend) return done(fallback);
           done(refused ? backend->release_once_more(key, owner, keep_for)
                        : backend->missed(key, owner, backend->deadline(), false));
         });
       } catch (...) {
-        done(result.status == Status::kRefused ? ReleaseOutcome::kUnavailable
-                                               : ReleaseOutcome::kGone);
+        done(fallback);
       }
     };
     return pool_->send_detached(PgStatement::kRelease, release_params(key, owner, keep_for),
