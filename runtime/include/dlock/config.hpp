@@ -26,6 +26,17 @@ inline constexpr Millis kMinimumLease{3};
 /// What a guard does when the lock is not acquired within `wait`.
 enum class OnBusy { kThrow, kSkip };
 
+/// Whether holders of one key exclude each other (a write) or only exclusive holders (a
+/// read). Set in the guard attribute or the runtime API, never in YAML: it is part of what
+/// the code means.
+enum class LockMode { kExclusive, kShared };
+
+/// "exclusive" or "shared".
+[[nodiscard]] const char* to_string(LockMode mode) noexcept;
+
+/// The most permits one key may have (`permits=N`).
+inline constexpr int kMaxPermits = 1000000;
+
 /// Which kind of lock server a backend talks to.
 enum class Topology {
   kSingle,
@@ -109,6 +120,10 @@ struct LockOverrides {
   std::optional<Millis> min_hold;
   std::optional<Millis> max_hold;
   std::optional<std::string> backend;
+  /// The attribute and the runtime API only; YAML refuses it.
+  std::optional<LockMode> mode;
+  std::optional<bool> fair;
+  std::optional<int> permits;
 };
 
 /// Fully resolved settings for one lock.
@@ -121,6 +136,11 @@ struct LockSettings {
   /// No renewal past this; nullopt means no limit.
   std::optional<Millis> max_hold;
   std::string backend = "default";
+  LockMode mode = LockMode::kExclusive;
+  /// Waiters are granted in the order their requests reached the server.
+  bool fair = false;
+  /// > 0: a semaphore of this many permits, each an exclusive lease of its own; 0: a lock.
+  int permits = 0;
 };
 
 /// The whole configuration file.
@@ -140,8 +160,8 @@ struct Config {
 
   /// Applies, lowest first: built-in, `defaults`, `policies[policy]`, `attribute`,
   /// `locks[guard_name]`. An empty `policy` means none. Throws ConfigError for an unknown
-  /// policy, a backend name that is not configured, or a min_hold above max_hold once the
-  /// levels are combined.
+  /// policy, a backend name that is not configured, a min_hold above max_hold once the
+  /// levels are combined, or permits outside 1..kMaxPermits or combined with mode=shared.
   [[nodiscard]] LockSettings resolve(const std::string& guard_name, const std::string& policy,
                                      const LockOverrides& attribute) const;
 };

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <string_view>
+#include <vector>
 
 #include "dlock/config.hpp"
 #include "dlock/key.hpp"
@@ -41,6 +42,9 @@ class Guard {
   /// on_busy=throw (or when skipping is impossible), BackendUnavailable when the backend
   /// cannot be reached, ConfigError when the guard names an unknown policy or backend.
   Guard(const GuardSite& site, Key key);
+  /// Acquires every key of `keys` or none (Client::acquire with several keys). Throws
+  /// LockNotAcquired also when the call is refused (an upgrade, say), whatever on_busy says.
+  Guard(const GuardSite& site, std::vector<Key> keys);
   ~Guard() = default;  // the lease releases, never throwing
   Guard(const Guard&) = delete;
   Guard& operator=(const Guard&) = delete;
@@ -51,7 +55,7 @@ class Guard {
 
  private:
   struct Resolved;  // the client and the settings one call resolves to
-  Guard(const GuardSite& site, const Key& key, const Resolved& resolved);
+  Guard(const GuardSite& site, const std::vector<Key>& keys, const Resolved& resolved);
 
   Lease lease_;
 };

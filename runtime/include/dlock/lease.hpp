@@ -16,7 +16,9 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "dlock/config.hpp"
 #include "dlock/key.hpp"
 
 namespace dlock {
@@ -29,6 +31,10 @@ enum class AcquireStatus {
   kAcquired,     ///< the caller holds the lock
   kBusy,         ///< someone else held it for the whole wait
   kUnavailable,  ///< the backend could not be reached within its timeouts
+  /// A rule refused the call without waiting: an exclusive hold asked inside this thread's
+  /// shared hold of the key (an upgrade, which would deadlock), a key in use as another kind
+  /// of lock (permits against a lock), or several keys of which this thread holds only some.
+  kRefused,
 };
 
 /// The outcome of a release.
@@ -61,10 +67,21 @@ class LeaseView {
   explicit LeaseView(std::shared_ptr<internal::LeaseState> state) : state_(std::move(state)) {}
 
   explicit operator bool() const noexcept { return state_ != nullptr; }
-  /// The key as the user wrote it.
+  /// The key as the user wrote it; the first one, for a lease of several keys.
   [[nodiscard]] const Key& key() const;
-  /// Strictly increases for every grant of this key, across holders and processes.
+  /// Every key of the lease, in the order written (one for most leases).
+  [[nodiscard]] std::vector<Key> keys() const;
+  /// Strictly increases for every grant of this key, across holders and processes; the
+  /// first key's, for a lease of several keys. A shared hold and a permit have tokens of
+  /// their own, which also increase but do not exclude one another.
   [[nodiscard]] std::uint64_t token() const;
+  /// The token of keys()[index] (0 past the end).
+  [[nodiscard]] std::uint64_t token(std::size_t index) const;
+  /// Every key's token, in the order of keys().
+  [[nodiscard]] std::vector<std::uint64_t> tokens() const;
+  [[nodiscard]] LockMode mode() const;
+  /// N for a permit of a semaphore of N (`permits=N`); 0 for a lock.
+  [[nodiscard]] int permits() const;
   /// How long the lease is still known to be valid (0 once lost or released).
   [[nodiscard]] std::chrono::milliseconds remaining() const;
   [[nodiscard]] bool lost() const;
@@ -110,7 +127,10 @@ class [[nodiscard]] Lease {
 
   [[nodiscard]] LeaseView view() const { return LeaseView(state_); }
   [[nodiscard]] const Key& key() const { return view().key(); }
+  [[nodiscard]] std::vector<Key> keys() const { return view().keys(); }
   [[nodiscard]] std::uint64_t token() const { return view().token(); }
+  [[nodiscard]] std::uint64_t token(std::size_t index) const { return view().token(index); }
+  [[nodiscard]] std::vector<std::uint64_t> tokens() const { return view().tokens(); }
   [[nodiscard]] std::chrono::milliseconds remaining() const { return view().remaining(); }
   [[nodiscard]] bool lost() const { return view().lost(); }
   [[nodiscard]] int hold_count() const { return view().hold_count(); }
