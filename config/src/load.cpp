@@ -382,6 +382,14 @@ void Loader::override_value(const Entry& item, const std::map<std::string, Backe
     given.max_hold = &item;
   } else if (key == "backend") {
     out.backend = backend_reference(item, backends);
+  } else if (key == "fair") {
+    out.fair = boolean(item);
+  } else if (key == "permits") {
+    out.permits = integer(item, 1, kMaxPermits);
+  } else if (key == "mode") {
+    fail(item.key_mark, item.path,
+         "is set in the guard attribute or the runtime API only: whether holders may share a "
+         "key is part of what the code means, not a setting");
   } else {
     unknown_key(item, kLockKeys,
                 is_backend_key(key) ? " (backend settings go under 'backends')" : "");

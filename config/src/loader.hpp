@@ -37,8 +37,8 @@ inline constexpr double kMaxClockDriftFactor = 0.5;
 
 inline constexpr std::string_view kTopLevelKeys[] = {"service", "backends", "defaults", "policies",
                                                      "locks"};
-inline constexpr std::string_view kLockKeys[] = {"lease",    "wait",     "on_busy",
-                                                 "min_hold", "max_hold", "backend"};
+inline constexpr std::string_view kLockKeys[] = {"lease",    "wait",    "on_busy", "min_hold",
+                                                 "max_hold", "backend", "fair",    "permits"};
 inline constexpr std::string_view kOnBusyValues[] = {"throw", "skip"};
 // The keys of every backend that connects to a server.
 inline constexpr std::string_view kConnectionKeys[] = {"connect_timeout", "command_timeout",

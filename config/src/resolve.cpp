@@ -62,6 +62,9 @@ LockSettings Config::resolve(const std::string& guard_name, const std::string& p
     if (level.min_hold) settings.min_hold = *level.min_hold;
     if (level.max_hold) settings.max_hold = *level.max_hold;
     if (level.backend) settings.backend = *level.backend;
+    if (level.mode) settings.mode = *level.mode;
+    if (level.fair) settings.fair = *level.fair;
+    if (level.permits) settings.permits = *level.permits;
   };
 
   apply(defaults);
@@ -99,7 +102,26 @@ LockSettings Config::resolve(const std::string& guard_name, const std::string& p
         fmt::format("min_hold {} exceeds max_hold {}", internal::format_millis(settings.min_hold),
                     internal::format_millis(*settings.max_hold)));
   }
+  if (attribute.permits && *attribute.permits < 1) {
+    internal::fail(*this, guard_name,
+                   fmt::format("permits {} is not allowed: a semaphore has at least 1 permit",
+                               *attribute.permits));
+  }
+  if (settings.permits > kMaxPermits) {
+    internal::fail(*this, guard_name,
+                   fmt::format("permits {} is too many: at most {}", settings.permits, kMaxPermits));
+  }
+  if (settings.permits > 0 && settings.mode == LockMode::kShared) {
+    internal::fail(*this, guard_name,
+                   fmt::format("permits={} cannot be used with mode=shared: every permit is an "
+                               "exclusive hold",
+                               settings.permits));
+  }
   return settings;
+}
+
+const char* to_string(LockMode mode) noexcept {
+  return mode == LockMode::kShared ? "shared" : "exclusive";
 }
 
 }  // namespace dlock

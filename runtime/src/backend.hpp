@@ -20,6 +20,24 @@
 
 namespace dlock::internal {
 
+/// What one grant is (DESIGN §7): the only holder of its key, one of its shared holders, or
+/// one of at most `permits` holders of a semaphore.
+enum class LockKind : std::uint8_t { kExclusive, kShared, kPermit };
+
+[[nodiscard]] inline LockKind kind_of(const LockSettings& settings) noexcept {
+  if (settings.permits > 0) return LockKind::kPermit;
+  return settings.mode == LockMode::kShared ? LockKind::kShared : LockKind::kExclusive;
+}
+
+[[nodiscard]] inline const char* to_string(LockKind kind) noexcept {
+  switch (kind) {
+    case LockKind::kExclusive: return "exclusive";
+    case LockKind::kShared: return "shared";
+    case LockKind::kPermit: return "permits";
+  }
+  return "unknown";
+}
+
 /// One attempt to take a lock.
 struct GrantRequest {
   const Key& key;
@@ -39,10 +57,17 @@ struct GrantRequest {
   /// whose wake-up depends on where this attempt stands (ZooKeeper watches the node just
   /// before the caller's own) arms it here.
   class ReleaseWatch* watch = nullptr;
+  LockKind kind = LockKind::kExclusive;
+  int permits = 0;    ///< kPermit: how many holders the key may have
+  /// Grants go in the order in which requests reached the server: a request with a live
+  /// waiter ahead of it waits. Backends that queue (Backend::queues) keep waiters' places.
+  bool fair = false;
 };
 
 struct GrantReply {
-  enum class Kind { kAcquired, kBusy, kUnavailable };
+  /// kRefused: the key is held as another kind of lock (permits against a lock, or the
+  /// reverse); `error` says which. Waiting would not help.
+  enum class Kind { kAcquired, kBusy, kUnavailable, kRefused };
   Kind kind = Kind::kUnavailable;
   std::uint64_t token = 0;  ///< kAcquired: the fencing token
   /// kBusy: time left on the holder's key; kAcquired: time left on ours when the server
@@ -151,6 +176,14 @@ class Backend {
   /// Whether a release hands the lock to a queued waiter (GrantRequest::place) and says so
   /// in its notification, which the waiter's watch then reports as kGranted.
   [[nodiscard]] virtual bool hands_off() const { return false; }
+  /// Whether the engine keeps waiters' places (GrantRequest::place) in a queue per key, for
+  /// handoff, fair order or the writer preference of shared locks. A release may then wake
+  /// only the waiter whose turn it is ("turn <owner>", release_signals.hpp).
+  [[nodiscard]] virtual bool queues() const { return hands_off(); }
+  /// Whether the engine grants locks of `kind`, and in arrival order when `fair`.
+  [[nodiscard]] virtual bool supports(LockKind kind, bool fair) const {
+    return kind == LockKind::kExclusive && !fair;
+  }
   /// The longest a lock outlives its holder's last contact with the engine, when the engine
   /// decides that rather than the lease (a ZooKeeper session's timeout): the core holds its
   /// leases to at most this, so that validity, renewal and loss detection follow it.

@@ -23,6 +23,17 @@ Lease Client::try_acquire(const Key& key, LockSettings settings, std::string_vie
   return core_->acquire(key, settings, name);
 }
 
+Lease Client::acquire(const std::vector<Key>& keys, const LockSettings& settings,
+                      std::string_view name) {
+  return core_->acquire(keys, settings, name);
+}
+
+Lease Client::try_acquire(const std::vector<Key>& keys, LockSettings settings,
+                          std::string_view name) {
+  settings.wait = Millis{0};
+  return core_->acquire(keys, settings, name);
+}
+
 const Config& Client::config() const { return core_->config(); }
 
 MetricsSnapshot Client::metrics() const { return core_->metrics().snapshot(); }

@@ -81,6 +81,27 @@ Lease refuse_busy(Metrics& metrics, NameMetrics& series, std::string_view name, 
                         fmt::format("held by another owner; waited {}ms", waited_ms));
 }
 
+// The refusal of a call that a rule of DESIGN §7 turns down at once, counted and logged.
+Lease refuse_by_rule(NameMetrics& series, std::string_view name, const Key& key,
+                     std::string reason) {
+  bump(series.refused);
+  log(LogLevel::kWarn, "event=refused name={} key={} detail={}", name_field(name),
+      printable(key.str()), field(reason));
+  return Lease::refused(AcquireStatus::kRefused, std::move(reason));
+}
+
+// A backend that cannot grant this kind of lock is a configuration to fix, not a busy lock.
+void refuse_unsupported_kind(const Backend& backend, const Key& key,
+                             const LockSettings& settings) {
+  const LockKind kind = kind_of(settings);
+  if (backend.supports(kind, settings.fair)) return;
+  throw ConfigError(fmt::format(
+      "lock '{}': backend '{}' ({}) does not offer {}{} locks yet; docs/TOPOLOGIES.md lists the "
+      "kinds of lock each topology offers",
+      printable(key.str()), backend.config().name, to_string(backend.config().topology),
+      settings.fair ? "fair " : "", to_string(kind)));
+}
+
 }  // namespace
 
 void push_current(const std::shared_ptr<LeaseState>& lease) { t_current.push_back(lease); }
@@ -123,16 +144,41 @@ const Engine& ClientCore::engine(const std::string& name) const {
   return it->second;
 }
 
-ClientCore::Reentry ClientCore::reenter(const Key& key, const LockSettings& settings) {
-  std::lock_guard lock(holds_mutex_);
-  auto it = holds_.find(HoldKey{this_thread_token(), settings.backend, key.str()});
-  if (it == holds_.end()) return {};
+std::shared_ptr<LeaseState> ClientCore::held_here(const Key& key, const std::string& backend) {
+  auto it = holds_.find(HoldKey{this_thread_token(), backend, key.str()});
+  if (it == holds_.end()) return nullptr;
   auto held = it->second.lock();
   // A moved lease may be held on another thread now: letting this one in would run two
   // sections under one token.
   if (!held || held->released() || held->moved()) {
     holds_.erase(it);
-    return {};
+    return nullptr;
+  }
+  return held;
+}
+
+ClientCore::Reentry ClientCore::reenter(const Key& key, const LockSettings& settings) {
+  std::lock_guard lock(holds_mutex_);
+  auto held = held_here(key, settings.backend);
+  if (!held) return {};
+  // DESIGN §7: shared inside exclusive is a downgrade, held as a reentrant hold of the
+  // exclusive lease; exclusive inside shared would wait for this very thread's hold to end.
+  const LockKind had = kind_of(held->settings);
+  const LockKind asked = kind_of(settings);
+  if (had == LockKind::kShared && asked == LockKind::kExclusive) {
+    bump(metrics_->upgrades_refused);
+    return {nullptr,
+            "this thread holds the key shared: an exclusive hold inside it is an upgrade, which "
+            "dlock refuses, as it would wait for this thread's own shared hold to end",
+            AcquireStatus::kRefused};
+  }
+  const bool downgrade = had == LockKind::kExclusive && asked == LockKind::kShared;
+  if (had != asked && !downgrade) {
+    return {nullptr,
+            fmt::format("this thread holds the key as a {} lock; it cannot enter it again as a "
+                        "{} one",
+                        to_string(had), to_string(asked)),
+            AcquireStatus::kRefused};
   }
   if (held->lost()) {
     return {nullptr, fmt::format("this thread's outer hold of the key was lost ({})",
@@ -145,6 +191,7 @@ ClientCore::Reentry ClientCore::reenter(const Key& key, const LockSettings& sett
   }
   held->holds.fetch_add(1);
   bump(metrics_->reentrant_acquisitions);
+  if (downgrade) bump(metrics_->downgrades);
   push_current(held);
   return {std::move(held), {}};
 }
@@ -169,6 +216,12 @@ Lease ClientCore::grant(const std::shared_ptr<Backend>& backend, const Key& key,
   }
   bump(metrics_->acquisitions);
   bump(state->series->acquisitions);
+  switch (kind_of(settings)) {
+    case LockKind::kExclusive: break;
+    case LockKind::kShared: bump(metrics_->shared_acquisitions); break;
+    case LockKind::kPermit: bump(metrics_->permit_acquisitions); break;
+  }
+  if (settings.fair) bump(metrics_->fair_acquisitions);
   watchdog_->track(state);
   push_current(state);
   // Checked here too: the fields below are built before log() could check the level.
@@ -195,19 +248,27 @@ class ClientCore::Acquisition {
         deadline_(later(started_, settings.wait)),
         owner_(new_owner_id()),
         first_ttl_(first_lease(settings)),
-        place_(backend_->hands_off() ? queue_place(settings, backend_->config()) : Millis{0}) {}
+        place_(backend_->queues() ? queue_place(settings, backend_->config()) : Millis{0}),
+        kind_(kind_of(settings)) {}
 
   Lease run() {
-    if (settings_.wait > Millis{0} && backend_->watch_is_free()) watch_ = backend_->watch(key_);
+    if (settings_.wait > Millis{0} && backend_->watch_is_free()) {
+      watch_ = backend_->watch(key_);
+    } else if (settings_.wait > Millis{0} && settings_.fair) {
+      // The first try takes a place in the queue: arrival at the server is what orders a
+      // fair lock, so its watch is armed before it.
+      watch_ = backend_->watch(key_);
+      if (place_ > Millis{0}) watch_->expect_grant(owner_, 0);
+    }
     for (;;) {
       const auto sent = Clock::now();
       const auto give_up_at = later(sent, backend_->config().command_timeout);
       // A place is asked for once the watch is armed, so that the grant's notice is not missed.
       const Millis asked = watch_ ? place_ : Millis{0};
-      GrantReply reply =
-          backend_->acquire(
-              GrantRequest{key_, owner_, first_ttl_, name_, give_up_at, asked, watch_ != nullptr,
-                           watch_.get()});
+      GrantReply reply = backend_->acquire(GrantRequest{key_, owner_, first_ttl_, name_,
+                                                        give_up_at, asked, watch_ != nullptr,
+                                                        watch_.get(), kind_, settings_.permits,
+                                                        settings_.fair});
       maybe_applied_ = maybe_applied_ || reply.outcome_unknown;
       switch (reply.kind) {
         case GrantReply::Kind::kAcquired: {
@@ -221,6 +282,9 @@ class ClientCore::Acquisition {
           return give_up(give_up_at, refuse_unavailable(*core_.metrics_, *series_, name_, key_,
                                                         settings_, Clock::now() - started_,
                                                         std::move(reply.error)));
+        case GrantReply::Kind::kRefused:
+          return give_up(give_up_at,
+                         refuse_by_rule(*series_, name_, key_, std::move(reply.error)));
         case GrantReply::Kind::kBusy:
           break;
       }
@@ -316,7 +380,8 @@ class ClientCore::Acquisition {
   // Every try uses the same owner, so a grant settles any earlier try that was applied.
   const std::string owner_;
   const Millis first_ttl_;
-  const Millis place_;  // 0: the backend does not hand off
+  const Millis place_;  // 0: the backend keeps no queue
+  const LockKind kind_;
   std::unique_ptr<ReleaseWatch> watch_;
   bool waits_ = false;  // counted among the waits
   bool met_busy_ = false;
@@ -336,10 +401,141 @@ Lease ClientCore::acquire(const Key& key, const LockSettings& asked, std::string
   }
   const LockSettings& settings = *use;
   refuse_short_lease(key, settings);
+  refuse_unsupported_kind(*backend(settings.backend), key, settings);
   Reentry again = reenter(key, settings);
   if (again.held) return Lease::granted(std::move(again.held));
-  if (!again.refusal.empty()) return Lease::refused(AcquireStatus::kBusy, std::move(again.refusal));
+  if (again.status == AcquireStatus::kRefused) {
+    return refuse_by_rule(*metrics_->for_name(name), name, key, std::move(again.refusal));
+  }
+  if (!again.refusal.empty()) return Lease::refused(again.status, std::move(again.refusal));
   return Acquisition(*this, key, settings, name).run();
+}
+
+Lease ClientCore::acquire(const std::vector<Key>& given, const LockSettings& asked,
+                         std::string_view name) {
+  std::vector<Key> keys;  // distinct, in the order given
+  for (const Key& key : given) {
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+  }
+  if (keys.empty()) throw ConfigError("acquire: the list of keys is empty");
+  if (keys.size() == 1) return acquire(keys.front(), asked, name);
+  LockSettings settings = asked;
+  settings.lease = std::min(settings.lease, backend(settings.backend)->lease_limit());
+  refuse_short_lease(keys.front(), settings);
+  refuse_unsupported_kind(*backend(settings.backend), keys.front(), settings);
+  std::vector<std::shared_ptr<LeaseState>> parts(keys.size());
+
+  // Entered again only whole: taking a missing key while holding others out of the canonical
+  // order could deadlock with a caller that holds it and waits for ours.
+  std::size_t held = 0;
+  std::size_t missing = keys.size();
+  {
+    std::lock_guard lock(holds_mutex_);
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      if (held_here(keys[i], settings.backend)) {
+        ++held;
+      } else if (missing == keys.size()) {
+        missing = i;
+      }
+    }
+  }
+  if (held == keys.size()) {
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      Reentry again = reenter(keys[i], settings);
+      if (!again.held) {
+        for (std::size_t j = i; j-- > 0;) {
+          pop_current(parts[j].get());
+          (void)release(parts[j], Wait::kYes);  // an inner hold: nothing goes to the server
+        }
+        if (again.status == AcquireStatus::kRefused) {
+          return refuse_by_rule(*metrics_->for_name(name), name, keys[i],
+                                std::move(again.refusal));
+        }
+        return Lease::refused(again.status, std::move(again.refusal));
+      }
+      pop_current(again.held.get());
+      parts[i] = std::move(again.held);
+    }
+    return join(std::move(parts), settings, name);
+  }
+  if (held > 0) {
+    return refuse_by_rule(
+        *metrics_->for_name(name), name, keys[missing],
+        fmt::format("this thread holds some of the keys of this lease but not '{}': a lease of "
+                    "several keys enters all of them again or none, as taking one now, out of "
+                    "order, could deadlock",
+                    printable(keys[missing].str())));
+  }
+
+  // The canonical order: every caller takes any two keys in the same order, so no two wait
+  // for each other. The wait covers all the keys.
+  std::vector<std::size_t> order(keys.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return keys[a] < keys[b]; });
+  const auto deadline = later(Clock::now(), settings.wait);
+  for (std::size_t n = 0; n < order.size(); ++n) {
+    const std::size_t i = order[n];
+    LockSettings one = settings;
+    const auto left = deadline - Clock::now();
+    one.wait = left > Clock::duration::zero() ? std::chrono::ceil<Millis>(left) : Millis{0};
+    Lease lease = Acquisition(*this, keys[i], one, name).run();
+    if (!lease.acquired()) {
+      // All or nothing: the keys taken so far are given back, last first.
+      for (std::size_t m = n; m-- > 0;) (void)release(parts[order[m]], Wait::kNo);
+      if (n > 0) bump(metrics_->multi_key_rollbacks);
+      return Lease::refused(lease.status(), fmt::format("key '{}': {}",
+                                                        printable(keys[i].str()), lease.error()));
+    }
+    parts[i] = std::move(lease.state_);
+    pop_current(parts[i].get());
+  }
+  bump(metrics_->multi_key_acquisitions);
+  return join(std::move(parts), settings, name);
+}
+
+Lease ClientCore::join(std::vector<std::shared_ptr<LeaseState>> parts,
+                       const LockSettings& settings, std::string_view name) {
+  Clock::time_point acquired_at = parts.front()->acquired_at;
+  for (const auto& part : parts) acquired_at = std::min(acquired_at, part->acquired_at);
+  auto lease = std::make_shared<LeaseState>(
+      shared_from_this(), parts.front()->backend, parts.front()->key, std::string(name),
+      parts.front()->owner, parts.front()->token, settings, acquired_at, metrics_->for_name(name));
+  lease->parts = std::move(parts);
+  for (const auto& part : lease->parts) {
+    part->add_on_lost([whole = std::weak_ptr<LeaseState>(lease)](const LeaseView& lost) {
+      if (auto joined = whole.lock()) {
+        joined->mark_lost(lost.loss_reason(),
+                          fmt::format("key '{}' of the lease was lost", printable(lost.key().str())));
+      }
+    });
+  }
+  push_current(lease);
+  return Lease::granted(std::move(lease));
+}
+
+ReleaseStatus ClientCore::release_parts(const std::shared_ptr<LeaseState>& lease,
+                                        Wait wait) noexcept {
+  lease->mark_released();
+  // The worst of the parts' outcomes: a loss, then an unknown outcome, then a key kept for
+  // min_hold; kStillHeld only when every part is an inner hold.
+  const auto rank = [](ReleaseStatus status) {
+    switch (status) {
+      case ReleaseStatus::kLost: return 5;
+      case ReleaseStatus::kUnavailable: return 4;
+      case ReleaseStatus::kKeptForMinHold: return 3;
+      case ReleaseStatus::kReleased: return 2;
+      case ReleaseStatus::kStillHeld: return 1;
+      case ReleaseStatus::kNotHeld: return 0;
+    }
+    return 0;
+  };
+  ReleaseStatus worst = ReleaseStatus::kNotHeld;
+  for (auto part = lease->parts.rbegin(); part != lease->parts.rend(); ++part) {
+    const ReleaseStatus status = release(*part, wait);
+    if (rank(status) > rank(worst)) worst = status;
+  }
+  return worst;
 }
 
 // How long a waiter's place in the queue lasts without being renewed: four polls, within
@@ -395,6 +591,7 @@ Lease ClientCore::refuse_late_grant(const std::shared_ptr<Backend>& backend, con
 }
 
 ReleaseStatus ClientCore::release(const std::shared_ptr<LeaseState>& lease, Wait wait) noexcept {
+  if (!lease->parts.empty()) return release_parts(lease, wait);
   {
     std::lock_guard lock(holds_mutex_);
     if (lease->holds.fetch_sub(1) > 1) return ReleaseStatus::kStillHeld;

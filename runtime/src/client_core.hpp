@@ -21,6 +21,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   ~ClientCore();
 
   Lease acquire(const Key& key, const LockSettings& settings, std::string_view name);
+  Lease acquire(const std::vector<Key>& keys, const LockSettings& settings,
+                std::string_view name);
   /// Whether release() waits for the backend's answer. kNo sends the release where the
   /// backend can (Backend::release_later) and reports its outcome when the answer comes;
   /// what it returns then is kReleased, or kStillHeld for an inner hold.
@@ -53,8 +55,17 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   struct Reentry {
     std::shared_ptr<LeaseState> held;
     std::string refusal;
+    AcquireStatus status = AcquireStatus::kBusy;  ///< of the refusal
   };
   Reentry reenter(const Key& key, const LockSettings& settings);
+  /// The calling thread's live, unmoved hold of `key` on `backend`, if any. Under
+  /// holds_mutex_.
+  std::shared_ptr<LeaseState> held_here(const Key& key, const std::string& backend);
+  /// The lease of several keys made of `parts` (one per key, in the order given).
+  Lease join(std::vector<std::shared_ptr<LeaseState>> parts, const LockSettings& settings,
+             std::string_view name);
+  /// Releases every part of a lease of several keys, last key first.
+  ReleaseStatus release_parts(const std::shared_ptr<LeaseState>& lease, Wait wait) noexcept;
   Lease grant(const std::shared_ptr<Backend>& backend, const Key& key,
               const LockSettings& settings, std::string_view name, const std::string& owner,
               std::uint64_t token, Clock::time_point sent, std::shared_ptr<NameMetrics> series,

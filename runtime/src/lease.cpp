@@ -11,6 +11,7 @@ const char* to_string(AcquireStatus status) noexcept {
     case AcquireStatus::kAcquired: return "acquired";
     case AcquireStatus::kBusy: return "busy";
     case AcquireStatus::kUnavailable: return "unavailable";
+    case AcquireStatus::kRefused: return "refused";
   }
   return "unknown";
 }
@@ -95,13 +96,16 @@ Clock::time_point LeaseState::hold_deadline() const noexcept {
 void LeaseState::mark_lost(LossReason reason, std::string_view detail) noexcept {
   LossReason expected = LossReason::kNone;
   if (!loss_.compare_exchange_strong(expected, reason)) return;
-  bump(core->metrics().losses);
-  bump(series->losses);
-  // Reaching max_hold is the configured outcome, so a warning; any other loss is an error.
-  log(reason == LossReason::kMaxHold ? LogLevel::kWarn : LogLevel::kError,
-      "event=lost name={} key={} token={} reason={} held_ms={} detail={}", name_field(name),
-      printable(key.str()), token, event_reason(reason),
-      std::chrono::duration_cast<Millis>(Clock::now() - acquired_at).count(), field(detail));
+  // A lease of several keys is lost through one of its parts, which counted and logged it.
+  if (parts.empty()) {
+    bump(core->metrics().losses);
+    bump(series->losses);
+    // Reaching max_hold is the configured outcome, so a warning; any other loss is an error.
+    log(reason == LossReason::kMaxHold ? LogLevel::kWarn : LogLevel::kError,
+        "event=lost name={} key={} token={} reason={} held_ms={} detail={}", name_field(name),
+        printable(key.str()), token, event_reason(reason),
+        std::chrono::duration_cast<Millis>(Clock::now() - acquired_at).count(), field(detail));
+  }
   std::vector<std::function<void(const LeaseView&)>> callbacks;
   {
     std::lock_guard lock(callbacks_mutex_);
@@ -139,8 +143,43 @@ const std::string kNoName;
 const Key& LeaseView::key() const { return state_ ? state_->key : kNoKey; }
 std::uint64_t LeaseView::token() const { return state_ ? state_->token : 0; }
 
+std::vector<Key> LeaseView::keys() const {
+  if (!state_) return {};
+  if (state_->parts.empty()) return {state_->key};
+  std::vector<Key> out;
+  out.reserve(state_->parts.size());
+  for (const auto& part : state_->parts) out.push_back(part->key);
+  return out;
+}
+
+std::uint64_t LeaseView::token(std::size_t index) const {
+  if (!state_) return 0;
+  if (state_->parts.empty()) return index == 0 ? state_->token : 0;
+  return index < state_->parts.size() ? state_->parts[index]->token : 0;
+}
+
+std::vector<std::uint64_t> LeaseView::tokens() const {
+  if (!state_) return {};
+  if (state_->parts.empty()) return {state_->token};
+  std::vector<std::uint64_t> out;
+  out.reserve(state_->parts.size());
+  for (const auto& part : state_->parts) out.push_back(part->token);
+  return out;
+}
+
+LockMode LeaseView::mode() const {
+  return state_ ? state_->settings.mode : LockMode::kExclusive;
+}
+
+int LeaseView::permits() const { return state_ ? state_->settings.permits : 0; }
+
 std::chrono::milliseconds LeaseView::remaining() const {
   if (!state_ || state_->lost() || state_->released()) return Millis{0};
+  if (!state_->parts.empty()) {
+    auto least = std::chrono::milliseconds::max();
+    for (const auto& part : state_->parts) least = std::min(least, LeaseView(part).remaining());
+    return least;
+  }
   const auto left = std::min(state_->valid_until(), state_->hold_deadline()) -
                     internal::Clock::now();
   return std::max(Millis{0}, std::chrono::floor<Millis>(left));
@@ -151,7 +190,8 @@ LossReason LeaseView::loss_reason() const {
   return state_ ? state_->loss_reason() : LossReason::kNone;
 }
 int LeaseView::hold_count() const {
-  return state_ && !state_->released() ? state_->holds.load() : 0;
+  if (!state_ || state_->released()) return 0;
+  return state_->parts.empty() ? state_->holds.load() : state_->parts.front()->holds.load();
 }
 const std::string& LeaseView::name() const { return state_ ? state_->name : kNoName; }
 

@@ -57,9 +57,18 @@ class LeaseState : public std::enable_shared_from_this<LeaseState> {
   /// The Lease handle was moved: it may now be on another thread, so the acquiring thread
   /// no longer counts as holding the key and is not let in again without the server.
   [[nodiscard]] bool moved() const noexcept { return moved_.load(); }
-  void mark_moved() noexcept { moved_.store(true); }
+  void mark_moved() noexcept {
+    moved_.store(true);
+    for (const auto& part : parts) part->mark_moved();
+  }
 
   std::atomic<int> holds{1};
+
+  /// A lease of several keys: one lease per key, in the order the keys were written, each
+  /// renewed, released and counted on its own; this one (not tracked by the watchdog) is lost
+  /// when any of them is, and released with them. Empty for a lease of one key. Set before
+  /// the lease is shared.
+  std::vector<std::shared_ptr<LeaseState>> parts;
 
  private:
   std::atomic<Clock::rep> valid_until_;

@@ -14,7 +14,10 @@ class ReleaseSignals::Watch final : public ReleaseWatch {
     if (!expected_.empty()) {
       std::lock_guard lock(owner_.mutex_);
       auto it = owner_.signals_.find(channel_);
-      if (it != owner_.signals_.end()) it->second.grants.erase(expected_);
+      if (it != owner_.signals_.end()) {
+        it->second.grants.erase(expected_);
+        it->second.turns.erase(expected_);
+      }
     }
     owner_.drop(channel_);
   }
@@ -27,23 +30,38 @@ class ReleaseSignals::Watch final : public ReleaseWatch {
       auto it = signal.grants.find(expected_);
       return it != signal.grants.end() && it->second > above_;
     };
-    owner_.changed_.wait_until(lock, until,
-                               [&] { return signal.generation != seen_ || granted(); });
+    const auto turns = [&]() -> std::uint64_t {
+      if (expected_.empty()) return 0;
+      auto it = signal.turns.find(expected_);
+      return it == signal.turns.end() ? 0 : it->second;
+    };
+    owner_.changed_.wait_until(lock, until, [&] {
+      return signal.generation != seen_ || granted() || turns() != turns_seen_;
+    });
     if (granted()) {
       token_ = signal.grants.find(expected_)->second;
       return Wake::kGranted;
     }
-    if (signal.generation == seen_) return Wake::kTimeout;
+    if (signal.generation == seen_ && turns() == turns_seen_) return Wake::kTimeout;
     seen_ = signal.generation;
+    turns_seen_ = turns();
     return Wake::kReleased;
   }
 
   void expect_grant(std::string_view owner, std::uint64_t above) override {
     std::lock_guard lock(owner_.mutex_);
     auto& grants = owner_.signals_[channel_].grants;
-    if (!expected_.empty() && expected_ != owner) grants.erase(expected_);
-    if (expected_ != owner) above_ = 0;
+    auto& turns = owner_.signals_[channel_].turns;
+    if (!expected_.empty() && expected_ != owner) {
+      grants.erase(expected_);
+      turns.erase(expected_);
+    }
+    if (expected_ != owner) {
+      above_ = 0;
+      turns_seen_ = 0;
+    }
     expected_ = std::string(owner);
+    turns.try_emplace(expected_, 0);
     // Never lowered: a later answer that shows a lower last token (a server that lost the
     // counter) must not make an older grant, since lost, look new.
     above_ = std::max(above_, above);
@@ -59,6 +77,7 @@ class ReleaseSignals::Watch final : public ReleaseWatch {
   std::string expected_;  // the owner a grant is expected for, empty for none
   std::uint64_t above_ = 0;
   std::uint64_t token_ = 0;
+  std::uint64_t turns_seen_ = 0;  // turns announced for expected_ that woke this watch
 };
 
 std::unique_ptr<ReleaseWatch> ReleaseSignals::watch(const std::string& channel) {
@@ -92,6 +111,15 @@ std::optional<std::pair<std::uint64_t, std::string_view>> grant_in(std::string_v
   return std::pair{token, payload.substr(space + 1)};
 }
 
+// "turn <owner>" -> owner; nullopt for anything else.
+std::optional<std::string_view> turn_in(std::string_view payload) {
+  constexpr std::string_view kPrefix = "turn ";
+  if (payload.substr(0, kPrefix.size()) != kPrefix || payload.size() == kPrefix.size()) {
+    return std::nullopt;
+  }
+  return payload.substr(kPrefix.size());
+}
+
 }  // namespace
 
 void ReleaseSignals::notify(const std::string& channel, std::string_view payload) {
@@ -105,6 +133,11 @@ void ReleaseSignals::notify(const std::string& channel, std::string_view payload
       auto waiter = it->second.grants.find(grant->second);
       if (waiter == it->second.grants.end()) return;
       waiter->second = std::max(waiter->second, grant->first);
+    } else if (const auto turn = turn_in(payload)) {
+      // Only that waiter may take the lock now; the others would find it busy.
+      auto waiter = it->second.turns.find(*turn);
+      if (waiter == it->second.turns.end()) return;
+      ++waiter->second;
     } else {
       ++it->second.generation;
     }

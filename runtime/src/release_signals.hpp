@@ -1,7 +1,8 @@
 // Per-key release signals shared by waiters: whoever learns of a release (the memory
 // store, the Redis subscriber) calls notify(); watches armed on that key wake up. A message
 // "granted <token> <owner>" (release.lua handing the lock to a queued waiter) wakes only the
-// watch that expects a grant to that owner.
+// watch that expects a grant to that owner; "turn <owner>" (a release of a fair lock, or of a
+// shared one a writer waits for) wakes only that owner's watch, as a release.
 #pragma once
 
 #include <condition_variable>
@@ -41,6 +42,8 @@ class ReleaseSignals {
     /// Owners whose watches expect a grant (expect_grant) -> the granted token, 0 while none
     /// has come.
     std::map<std::string, std::uint64_t, std::less<>> grants;
+    /// The same owners -> how many turns were announced for each.
+    std::map<std::string, std::uint64_t, std::less<>> turns;
   };
   class Watch;
 

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
       case dlock::AcquireStatus::kAcquired: std::puts("free"); break;
       case dlock::AcquireStatus::kBusy: std::puts("held"); break;
       case dlock::AcquireStatus::kUnavailable: std::puts("unavailable"); return 1;
+      case dlock::AcquireStatus::kRefused: std::puts("refused"); return 1;
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "woven_probe: %s\n", e.what());

@@ -46,6 +46,27 @@ struct InstanceLockInfo {
 };
 
 /// A lock held now, as stored by the lock server (see docs/RUNTIME.md, "Data in Redis").
+/// One holder of a key that may have several (shared holds, permits).
+struct HolderInfo {
+  std::string owner;
+  std::string host;
+  long long pid = 0;
+  long long thread = 0;
+  std::string name;
+  std::uint64_t token = 0;
+  std::int64_t acquired_at_ms = 0;
+  std::chrono::milliseconds ttl{0};
+  bool min_hold = false;  ///< released, kept until its min_hold ends
+};
+
+/// One waiter with a place in a key's queue.
+struct WaiterInfo {
+  std::string owner;
+  std::string mode;  ///< "exclusive", "shared" or "permits": the kind it waits for
+  bool fair = false;
+  std::chrono::milliseconds ttl{0};  ///< how long its place lasts unless it tries again
+};
+
 struct LockInfo {
   std::string key;           ///< the user's key (any bytes), without the service namespace
   std::string owner;         ///< owner id: unique per acquisition
@@ -62,6 +83,13 @@ struct LockInfo {
   bool min_hold = false;
   /// redlock only: what every instance holds for this key (empty for other topologies).
   std::vector<InstanceLockInfo> instances;
+  /// "exclusive", "shared" or "permits"; the fields above describe the first holder.
+  std::string mode = "exclusive";
+  int permits = 0;  ///< permits: how many holders the key may have
+  /// Every holder (one for an exclusive lock); filled where the engine keeps several.
+  std::vector<HolderInfo> holders;
+  /// The waiters that keep a place in the key's queue, first first (engines that queue).
+  std::vector<WaiterInfo> queue;
 };
 
 /// One forced release, as recorded in the lock server (`dlock:{<service>:audit}`, newest

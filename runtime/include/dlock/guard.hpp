@@ -14,6 +14,7 @@
 // policy, the attribute, locks.<name>), so operators can retune a guard without a rebuild.
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -55,7 +56,10 @@ class Guard {
 
  private:
   struct Resolved;  // the client and the settings one call resolves to
+  Guard(const GuardSite& site, const Key& key, const Resolved& resolved);
   Guard(const GuardSite& site, const std::vector<Key>& keys, const Resolved& resolved);
+  /// Throws or counts the skip for a lease that was not acquired; `keys` names them.
+  void settle(const GuardSite& site, const Resolved& resolved, const std::string& keys) const;
 
   Lease lease_;
 };

@@ -23,6 +23,7 @@
 
 namespace dlock {
 namespace internal {
+class ClientCore;
 class LeaseState;
 }
 
@@ -144,6 +145,8 @@ class [[nodiscard]] Lease {
   static Lease refused(AcquireStatus status, std::string error);
 
  private:
+  friend class internal::ClientCore;  // takes the parts of a lease of several keys
+
   Lease(std::shared_ptr<internal::LeaseState> state, AcquireStatus status, std::string error);
   /// Ends this hold without waiting for the backend's answer.
   void let_go() noexcept;

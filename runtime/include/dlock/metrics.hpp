@@ -50,7 +50,9 @@ struct LatencySummary {
   X(renewal_failures, "dlock_renewal_failures_total", "Renewals that did not reach the backend.") \
   /* also the runs claim_run found already recorded */                                            \
   X(skipped, "dlock_skipped_runs_total",                                                          \
-    "Guarded calls skipped because the lock was busy (on_busy=skip).")
+    "Guarded calls skipped because the lock was busy (on_busy=skip).")                            \
+  X(refused, "dlock_refused_total",                                                               \
+    "Acquire calls refused at once: an upgrade, a key held as another kind, a partial reentry.")
 
 /// Per lock name, latency distributions (Prometheus histograms in seconds).
 #define DLOCK_LOCK_LATENCIES(X)                                                                   \
@@ -78,7 +80,18 @@ struct LatencySummary {
   X(release_failures, "", "Releases that found the lease already lost.")                          \
   X(min_hold_kept, "", "Releases that left the key to expire at min_hold.")                       \
   X(subscriber_reconnects, "dlock_subscriber_reconnects_total",                                   \
-    "Reconnections of release-notification subscribers.")
+    "Reconnections of release-notification subscribers.")                                         \
+  X(shared_acquisitions, "dlock_shared_acquisitions_total", "Shared holds granted (mode=shared).")  \
+  X(permit_acquisitions, "dlock_permit_acquisitions_total", "Permits granted (permits=N).")        \
+  X(fair_acquisitions, "dlock_fair_acquisitions_total", "Grants of fair locks (fair=true).")      \
+  X(multi_key_acquisitions, "dlock_multi_key_acquisitions_total",                                 \
+    "Leases of several keys granted (each key also counts as a grant).")                          \
+  X(multi_key_rollbacks, "dlock_multi_key_rollbacks_total",                                       \
+    "Leases of several keys given up with some keys taken: those were given back.")               \
+  X(downgrades, "dlock_downgrades_total",                                                          \
+    "Shared holds entered inside the thread's exclusive hold of the key (reentrant).")             \
+  X(upgrades_refused, "dlock_upgrades_refused_total",                                             \
+    "Exclusive holds refused inside the thread's shared hold of the key.")
 
 /// Client-wide latency distributions (not exported to Prometheus).
 #define DLOCK_CLIENT_LATENCIES(X)                                                                 \

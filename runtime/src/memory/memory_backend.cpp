@@ -1,5 +1,6 @@
 #include "memory/memory_backend.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -11,72 +12,110 @@
 namespace dlock::internal {
 namespace {
 
+// A key's holders and waiters, by the rules of DESIGN §7, on the steady clock of this
+// process: one exclusive holder, or shared holders, or up to `permits` permit holders; a
+// waiter keeps its place in the queue while it tries again in time.
 class MemoryStore {
  public:
   GrantReply acquire(const GrantRequest& request) {
     std::lock_guard lock(mutex_);
     const auto now = Clock::now();
     prune_if_grown(now);
-    auto& entry = locks_[request.key.str()];
-    if (entry.owner.empty() || entry.expires_at <= now) {
-      // Same rule as the Redis scripts: strictly increasing, seeded from the clock so that
-      // tokens keep growing even if the counter is forgotten. One counter for the whole
-      // store: increasing across all keys, it increases for each, and needs no entry per key.
-      const auto clock_us = static_cast<std::uint64_t>(
-          std::chrono::duration_cast<std::chrono::microseconds>(
-              std::chrono::system_clock::now().time_since_epoch()).count());
-      last_token_ = std::max(last_token_ + 1, clock_us);
-      entry = Entry{};
-      entry.owner = std::string(request.owner);
-      entry.token = last_token_;
-      entry.expires_at = later(now, request.lease);
-      entry.name = std::string(request.name);
-      entry.thread = thread_id();
-      entry.acquired_at_ms = wall_ms();
-      entry.lease = request.lease;
+    Entry& entry = locks_[request.key.str()];
+    prune(entry, now);
+    if (const Holder* mine = holder_of(entry, request.owner)) {
+      return GrantReply{GrantReply::Kind::kAcquired, mine->token, Millis{0}, false, {}};
+    }
+    if (!entry.holders.empty() &&
+        (entry.kind == LockKind::kPermit) != (request.kind == LockKind::kPermit)) {
+      GrantReply refused;
+      refused.kind = GrantReply::Kind::kRefused;
+      refused.error =
+          entry.kind == LockKind::kPermit
+              ? fmt::format("the key is held as a semaphore of {} permits", entry.permits)
+              : fmt::format("the key is held as a {} lock, not as a semaphore",
+                            to_string(entry.kind));
+      drop_if_empty(request.key.str(), entry);
+      return refused;
+    }
+    if (grantable(entry, request.owner, request.kind, request.permits, request.fair)) {
+      last_token_ = std::max(last_token_ + 1, clock_us());
+      Holder holder;
+      holder.owner = std::string(request.owner);
+      holder.token = last_token_;
+      holder.expires_at = later(now, request.lease);
+      holder.name = std::string(request.name);
+      holder.thread = thread_id();
+      holder.acquired_at_ms = wall_ms();
+      holder.lease = request.lease;
+      entry.holders.push_back(std::move(holder));
+      entry.kind = request.kind;
+      entry.permits = request.permits;
+      std::erase_if(entry.queue, [&](const Waiter& w) { return w.owner == request.owner; });
+      entry.expires_at = std::max(entry.expires_at, later(now, request.lease));
       return GrantReply{GrantReply::Kind::kAcquired, last_token_, Millis{0}, false, {}};
     }
-    if (entry.owner == request.owner) {
-      return GrantReply{GrantReply::Kind::kAcquired, entry.token, Millis{0}, false, {}};
+    if (request.place > Millis{0}) keep_place(entry, request, later(now, request.place));
+    Millis ttl{0};
+    for (const Holder& holder : entry.holders) {
+      const Millis left = std::chrono::ceil<Millis>(holder.expires_at - now);
+      ttl = ttl == Millis{0} ? left : std::min(ttl, left);
     }
-    return GrantReply{GrantReply::Kind::kBusy, 0,
-                      std::chrono::ceil<Millis>(entry.expires_at - now), false, {}};
+    drop_if_empty(request.key.str(), entry);
+    return GrantReply{GrantReply::Kind::kBusy, 0, ttl, false, {}};
   }
 
   void renew(std::vector<RenewItem>& items) {
     std::lock_guard lock(mutex_);
     const auto now = Clock::now();
     for (auto& item : items) {
-      auto* entry = live(item.key->str(), now);
-      if (entry == nullptr) {
-        item.outcome = RenewOutcome::kGone;
-      } else if (entry->owner != item.owner) {
-        item.outcome = RenewOutcome::kTaken;
-      } else if (entry->released) {
+      Entry* entry = live(item.key->str(), now);
+      Holder* holder = entry != nullptr ? holder_of(*entry, item.owner) : nullptr;
+      if (holder == nullptr) {
+        item.outcome = entry != nullptr && !entry->holders.empty() ? RenewOutcome::kTaken
+                                                                   : RenewOutcome::kGone;
+      } else if (holder->released) {
         item.outcome = RenewOutcome::kGone;  // kept only until min_hold: not extended
       } else {
-        entry->expires_at = later(now, item.ttl);
-        entry->lease = item.ttl;
+        holder->expires_at = later(now, item.ttl);
+        holder->lease = item.ttl;
+        refresh_expiry(*entry);
         item.outcome = RenewOutcome::kRenewed;
       }
     }
   }
 
+  // Also how a waiter that gives up leaves the queue.
   ReleaseOutcome release(const Key& key, std::string_view owner, Millis keep_for) {
+    std::vector<std::string> turns;
     {
       std::lock_guard lock(mutex_);
       const auto now = Clock::now();
-      auto* entry = live(key.str(), now);
+      Entry* entry = live(key.str(), now);
       if (entry == nullptr) return ReleaseOutcome::kGone;
-      if (entry->owner != owner) return ReleaseOutcome::kTaken;
+      const auto holder = std::find_if(entry->holders.begin(), entry->holders.end(),
+                                       [&](const Holder& h) { return h.owner == owner; });
+      if (holder == entry->holders.end()) {
+        std::erase_if(entry->queue, [&](const Waiter& w) { return w.owner == owner; });
+        const bool held = !entry->holders.empty();
+        drop_if_empty(key.str(), *entry);
+        return held ? ReleaseOutcome::kTaken : ReleaseOutcome::kGone;
+      }
       if (keep_for > Millis{0}) {
-        entry->expires_at = later(now, keep_for);
-        entry->released = true;
+        holder->expires_at = later(now, keep_for);
+        holder->released = true;
+        refresh_expiry(*entry);
         return ReleaseOutcome::kKept;
       }
-      locks_.erase(key.str());
+      entry->holders.erase(holder);
+      turns = next_turns(*entry);
+      drop_if_empty(key.str(), *entry);
     }
-    signals_.notify(key.str());
+    if (turns.empty()) {
+      signals_.notify(key.str());
+    } else {
+      for (const std::string& owner_next : turns) signals_.notify(key.str(), "turn " + owner_next);
+    }
     return ReleaseOutcome::kReleased;
   }
 
@@ -86,8 +125,9 @@ class MemoryStore {
     std::lock_guard lock(mutex_);
     const auto now = Clock::now();
     std::vector<LockInfo> out;
-    for (const auto& [key, entry] : locks_) {
-      if (entry.owner.empty() || entry.expires_at <= now || !glob_match(pattern, key)) continue;
+    for (auto& [key, entry] : locks_) {
+      prune(entry, now);
+      if (entry.holders.empty() || !glob_match(pattern, key)) continue;
       out.push_back(info_of(key, entry, now));
     }
     return out;
@@ -97,7 +137,7 @@ class MemoryStore {
     std::lock_guard lock(mutex_);
     const auto now = Clock::now();
     const Entry* entry = live(key, now);
-    if (entry == nullptr || entry->owner.empty()) return std::nullopt;
+    if (entry == nullptr || entry->holders.empty()) return std::nullopt;
     return info_of(key, *entry, now);
   }
 
@@ -107,10 +147,12 @@ class MemoryStore {
     {
       std::lock_guard lock(mutex_);
       const auto now = Clock::now();
-      const Entry* entry = live(key, now);
-      if (entry == nullptr || entry->owner.empty()) return std::nullopt;
+      Entry* entry = live(key, now);
+      if (entry == nullptr || entry->holders.empty()) return std::nullopt;
       removed = info_of(key, *entry, now);
-      locks_.erase(key);
+      // Every holder goes; the waiters keep their places.
+      entry->holders.clear();
+      drop_if_empty(key, *entry);
       AuditEntry record = who;
       record.at_ms = wall_ms();
       record.key = key;
@@ -140,9 +182,9 @@ class MemoryStore {
     std::lock_guard lock(mutex_);
     const auto now = Clock::now();
     prune_if_grown(now);
-    const Entry* entry = live(key, now);
-    if (entry == nullptr || entry->owner != mine.owner || entry->released)
-      return {ClaimStatus::kNotHeld, {}};
+    Entry* entry = live(key, now);
+    const Holder* holder = entry != nullptr ? holder_of(*entry, mine.owner) : nullptr;
+    if (holder == nullptr || holder->released) return {ClaimStatus::kNotHeld, {}};
     if (const Run* run = live_run(key, now)) {
       RunClaimReply earlier{ClaimStatus::kAlreadyRan, run->record};
       earlier.record.ttl = std::chrono::ceil<Millis>(run->expires_at - now);
@@ -151,7 +193,7 @@ class MemoryStore {
     Run& run = runs_[key];
     run.record = mine;
     run.record.key = key;
-    run.record.name = entry->name;
+    run.record.name = holder->name;
     run.record.started_at_ms = wall_ms();
     run.record.finished_at_ms = 0;
     run.record.outcome = "running";
@@ -190,7 +232,7 @@ class MemoryStore {
     return unexpired(runs_, key, now);
   }
 
-  struct Entry {
+  struct Holder {
     std::string owner;
     std::uint64_t token = 0;
     Clock::time_point expires_at;
@@ -198,7 +240,22 @@ class MemoryStore {
     long thread = 0;
     std::int64_t acquired_at_ms = 0;
     Millis lease{0};
-    bool released = false;
+    bool released = false;  // kept until its min_hold ends
+  };
+
+  struct Waiter {
+    std::string owner;
+    LockKind kind = LockKind::kExclusive;
+    bool fair = false;
+    Clock::time_point until;  // its place lapses unless it tries again
+  };
+
+  struct Entry {
+    LockKind kind = LockKind::kExclusive;  // of the holders
+    int permits = 0;                       // kPermit: as the last grant asked
+    std::vector<Holder> holders;           // one, unless shared or permits
+    std::vector<Waiter> queue;             // in order of arrival
+    Clock::time_point expires_at;          // no holder or place lasts longer
   };
 
  public:
@@ -208,24 +265,149 @@ class MemoryStore {
   }
 
  private:
+  // Same rule as the Redis scripts: strictly increasing, seeded from the clock so that tokens
+  // keep growing even if the counter is forgotten. One counter for the whole store: increasing
+  // across all keys, it increases for each, and needs no entry per key.
+  static std::uint64_t clock_us() {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                          std::chrono::system_clock::now().time_since_epoch())
+                                          .count());
+  }
+
+  static Holder* holder_of(Entry& entry, std::string_view owner) {
+    for (Holder& holder : entry.holders) {
+      if (holder.owner == owner) return &holder;
+    }
+    return nullptr;
+  }
+
+  // Whether `owner` may hold the key now as `kind`. Waiters ahead of it (all of them when it
+  // has no place yet) come first when either side is fair, and a waiting exclusive request
+  // comes before new shared ones (writer preference); otherwise a request may pass waiters.
+  static bool grantable(const Entry& entry, std::string_view owner, LockKind kind, int permits,
+                        bool fair) {
+    std::size_t taken = entry.holders.size();
+    for (const Waiter& waiter : entry.queue) {
+      if (waiter.owner == owner) break;
+      if (fair || waiter.fair) {
+        if (kind == LockKind::kShared && waiter.kind == LockKind::kShared) continue;
+        if (kind == LockKind::kPermit && waiter.kind == LockKind::kPermit) {
+          ++taken;
+          continue;
+        }
+        return false;
+      }
+      if (kind == LockKind::kShared && waiter.kind == LockKind::kExclusive) return false;
+    }
+    switch (kind) {
+      case LockKind::kExclusive: return entry.holders.empty();
+      case LockKind::kShared:
+        return entry.holders.empty() || entry.kind == LockKind::kShared;
+      case LockKind::kPermit: return taken < static_cast<std::size_t>(permits);
+    }
+    return false;
+  }
+
+  static void keep_place(Entry& entry, const GrantRequest& request, Clock::time_point until) {
+    for (Waiter& waiter : entry.queue) {
+      if (waiter.owner == request.owner) {
+        waiter.until = until;
+        entry.expires_at = std::max(entry.expires_at, until);
+        return;
+      }
+    }
+    entry.queue.push_back(Waiter{std::string(request.owner), request.kind, request.fair, until});
+    entry.expires_at = std::max(entry.expires_at, until);
+  }
+
+  // After a release, with fair waiters queued: the waiters whose turn it is, first first (the
+  // run that the key now admits); empty when a plain release announcement is due instead.
+  static std::vector<std::string> next_turns(const Entry& entry) {
+    const bool ordered = std::any_of(entry.queue.begin(), entry.queue.end(),
+                                     [](const Waiter& w) { return w.fair; });
+    std::vector<std::string> turns;
+    if (!ordered) return turns;
+    for (const Waiter& waiter : entry.queue) {
+      const int permits = waiter.kind == LockKind::kPermit ? std::max(entry.permits, 1) : 0;
+      if (!grantable(entry, waiter.owner, waiter.kind, permits, true)) break;
+      turns.push_back(waiter.owner);
+    }
+    return turns;
+  }
 
   static LockInfo info_of(const std::string& key, const Entry& entry, Clock::time_point now) {
     LockInfo info;
     info.key = key;
-    info.owner = entry.owner;
-    info.host = host_name();
-    info.pid = process_id();
-    info.thread = entry.thread;
-    info.name = entry.name;
-    info.token = entry.token;
-    info.acquired_at_ms = entry.acquired_at_ms;
-    info.lease = entry.lease;
-    info.ttl = std::chrono::ceil<Millis>(entry.expires_at - now);
-    info.min_hold = entry.released;
+    info.mode = to_string(entry.kind);
+    info.permits = entry.kind == LockKind::kPermit ? entry.permits : 0;
+    for (const Holder& holder : entry.holders) {
+      HolderInfo one;
+      one.owner = holder.owner;
+      one.host = host_name();
+      one.pid = process_id();
+      one.thread = holder.thread;
+      one.name = holder.name;
+      one.token = holder.token;
+      one.acquired_at_ms = holder.acquired_at_ms;
+      one.ttl = std::chrono::ceil<Millis>(holder.expires_at - now);
+      one.min_hold = holder.released;
+      info.holders.push_back(std::move(one));
+    }
+    for (const Waiter& waiter : entry.queue) {
+      info.queue.push_back(WaiterInfo{waiter.owner, to_string(waiter.kind), waiter.fair,
+                                      std::chrono::ceil<Millis>(waiter.until - now)});
+    }
+    if (!entry.holders.empty()) {
+      const Holder& first = entry.holders.front();
+      info.owner = first.owner;
+      info.host = host_name();
+      info.pid = process_id();
+      info.thread = first.thread;
+      info.name = first.name;
+      info.token = first.token;
+      info.acquired_at_ms = first.acquired_at_ms;
+      info.lease = first.lease;
+      info.ttl = info.holders.front().ttl;
+      info.min_hold = first.released;
+    }
     return info;
   }
 
-  Entry* live(const std::string& key, Clock::time_point now) { return unexpired(locks_, key, now); }
+  // Drops the holders and places that have run out.
+  static void prune(Entry& entry, Clock::time_point now) {
+    if (entry.expires_at > now && std::all_of(entry.holders.begin(), entry.holders.end(),
+                                              [&](const Holder& h) { return h.expires_at > now; }) &&
+        std::all_of(entry.queue.begin(), entry.queue.end(),
+                    [&](const Waiter& w) { return w.until > now; })) {
+      return;
+    }
+    std::erase_if(entry.holders, [&](const Holder& h) { return h.expires_at <= now; });
+    std::erase_if(entry.queue, [&](const Waiter& w) { return w.until <= now; });
+    refresh_expiry(entry);
+  }
+
+  // The entry lasts as long as its longest holder or place.
+  static void refresh_expiry(Entry& entry) {
+    entry.expires_at = Clock::time_point{};
+    for (const Holder& h : entry.holders) entry.expires_at = std::max(entry.expires_at, h.expires_at);
+    for (const Waiter& w : entry.queue) entry.expires_at = std::max(entry.expires_at, w.until);
+  }
+
+  void drop_if_empty(const std::string& key, const Entry& entry) {
+    if (entry.holders.empty() && entry.queue.empty()) locks_.erase(key);
+  }
+
+  // The key's entry with what has run out dropped, or nullptr when nothing is left of it.
+  Entry* live(const std::string& key, Clock::time_point now) {
+    auto it = locks_.find(key);
+    if (it == locks_.end()) return nullptr;
+    prune(it->second, now);
+    if (it->second.holders.empty() && it->second.queue.empty()) {
+      locks_.erase(it);
+      return nullptr;
+    }
+    return &it->second;
+  }
 
   // The value under `key` unless it has expired (then it is dropped, as Redis would).
   template <typename Map>
@@ -288,9 +470,17 @@ class MemoryBackend final : public Backend, public RunStore, public AdminBackend
       return ReleaseOutcome::kUnavailable;
     }
   }
+  // Nothing to wait for in this process: applied now, `done` told at once.
+  bool release_later(const Key& key, std::string_view owner, Millis keep_for,
+                     std::function<void(ReleaseOutcome)> done) noexcept override {
+    done(release(key, owner, keep_for));
+    return true;
+  }
   std::unique_ptr<ReleaseWatch> watch(const Key& key) override {
     return store_->signals().watch(key.str());
   }
+  bool queues() const override { return true; }
+  bool supports(LockKind /*kind*/, bool /*fair*/) const override { return true; }
   const BackendConfig& config() const override { return config_; }
 
   std::vector<LockInfo> list(std::string_view pattern) override { return store_->list(pattern); }

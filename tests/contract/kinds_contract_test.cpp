@@ -1,0 +1,358 @@
+// The lock kinds of DESIGN §7 (shared and exclusive, fair, several keys, permits), run against
+// every backend that offers them; a backend that does not offers none of its tests (skipped,
+// by the ConfigError that acquire() throws for it).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "dlock/dlock.hpp"
+#include "topos.hpp"
+
+namespace dlock::test {
+namespace {
+
+LockSettings shared(Millis lease, Millis wait = 0ms) {
+  LockSettings s = settings(lease, wait);
+  s.mode = LockMode::kShared;
+  return s;
+}
+
+LockSettings fair(Millis lease, Millis wait = 0ms) {
+  LockSettings s = settings(lease, wait);
+  s.fair = true;
+  return s;
+}
+
+LockSettings permits(int n, Millis lease, Millis wait = 0ms) {
+  LockSettings s = settings(lease, wait);
+  s.permits = n;
+  return s;
+}
+
+class LockKinds : public LockContract {
+ protected:
+  // Skips the test where the backend does not offer `s`'s kind.
+  Lease first(Client& client, const Key& key, const LockSettings& s) {
+    try {
+      return client.acquire(key, s);
+    } catch (const ConfigError& e) {
+      unsupported_ = e.what();
+      return Lease::refused(AcquireStatus::kRefused, e.what());
+    }
+  }
+  std::string unsupported_;
+};
+
+#define DLOCK_SKIP_UNLESS_OFFERED() \
+  if (!unsupported_.empty()) GTEST_SKIP() << unsupported_
+
+// ---- shared and exclusive ----
+
+TEST_P(LockKinds, SharedHoldsOverlapEachWithItsOwnToken) {
+  Client a = make_client(), b = make_client(), c = make_client();
+  Lease one = first(a, "doc", shared(10s));
+  DLOCK_SKIP_UNLESS_OFFERED();
+  ASSERT_TRUE(one) << one.error();
+  Lease two = b.acquire("doc", shared(10s));
+  ASSERT_TRUE(two) << two.error();
+  EXPECT_NE(one.token(), two.token());
+  EXPECT_EQ(two.view().mode(), LockMode::kShared);
+  EXPECT_EQ(c.try_acquire("doc", settings(10s)).status(), AcquireStatus::kBusy);
+  EXPECT_EQ(one.release(), ReleaseStatus::kReleased);
+  EXPECT_EQ(c.try_acquire("doc", settings(10s)).status(), AcquireStatus::kBusy);
+  EXPECT_EQ(two.release(), ReleaseStatus::kReleased);
+  EXPECT_TRUE(c.try_acquire("doc", settings(10s)));
+}
+
+TEST_P(LockKinds, AnExclusiveHolderKeepsReadersOut) {
+  Client a = make_client(), b = make_client();
+  Lease writer = first(a, "doc", settings(10s));
+  ASSERT_TRUE(writer);
+  Lease reader = first(b, "doc", shared(10s));
+  DLOCK_SKIP_UNLESS_OFFERED();
+  EXPECT_EQ(reader.status(), AcquireStatus::kBusy);
+}
+
+TEST_P(LockKinds, AWriterWaitsForEveryReaderAndIsWokenByTheLast) {
+  Config config = topo_->config();
+  config.backends["default"].poll_interval = 3s;
+  Client r1(config), r2(config), w(config);
+  Lease one = first(r1, "doc", shared(10s));
+  DLOCK_SKIP_UNLESS_OFFERED();
+  Lease two = r2.acquire("doc", shared(10s));
+  ASSERT_TRUE(one && two);
+  std::atomic<bool> granted{false};
+  Clock::time_point at;
+  std::thread writer([&] {
+    Lease lease = w.acquire("doc", settings(10s, 8s));
+    at = Clock::now();
+    granted = static_cast<bool>(lease);
+  });
+  ASSERT_TRUE(wait_until([&] { return w.metrics().waits == 1; }, 2s, 1ms));
+  one.release();
+  std::this_thread::sleep_for(200ms);
+  EXPECT_FALSE(granted.load());
+  const auto released = Clock::now();
+  two.release();
+  writer.join();
+  EXPECT_TRUE(granted.load());
+  EXPECT_LT(std::chrono::duration_cast<Millis>(at - released).count(), 150);
+}
+
+TEST_P(LockKinds, ANewReaderQueuesBehindAWaitingWriter) {
+  Client r1 = make_client(), r2 = make_client(), w = make_client();
+  Lease one = first(r1, "doc", shared(10s));
+  DLOCK_SKIP_UNLESS_OFFERED();
+  ASSERT_TRUE(one);
+  std::thread writer([&] { EXPECT_TRUE(w.acquire("doc", settings(10s, 8s))); });
+  ASSERT_TRUE(wait_until([&] { return w.metrics().waits == 1; }, 2s, 1ms));
+  std::this_thread::sleep_for(50ms);  // the writer's place is taken with its second try
+  EXPECT_EQ(r2.try_acquire("doc", shared(10s)).status(), AcquireStatus::kBusy);
+  one.release();
+  writer.join();
+}
+
+TEST_P(LockKinds, SharedInsideExclusiveIsAReentrantHoldOfIt) {
+  Client a = make_client(), b = make_client();
+  Lease outer = a.acquire("doc", settings(10s));
+  ASSERT_TRUE(outer);
+  Lease inner = first(a, "doc", shared(10s));
+  DLOCK_SKIP_UNLESS_OFFERED();
+  ASSERT_TRUE(inner) << inner.error();
+  EXPECT_EQ(inner.token(), outer.token());
+  EXPECT_EQ(outer.hold_count(), 2);
+  EXPECT_EQ(b.try_acquire("doc", shared(10s)).status(), AcquireStatus::kBusy);
+  EXPECT_EQ(inner.release(), ReleaseStatus::kStillHeld);
+  EXPECT_EQ(a.metrics().downgrades, 1u);
+}
+
+TEST_P(LockKinds, ExclusiveInsideSharedIsRefusedAtOnce) {
+  Client a = make_client();
+  Lease outer = first(a, "doc", shared(10s));
+  DLOCK_SKIP_UNLESS_OFFERED();
+  ASSERT_TRUE(outer);
+  const auto started = Clock::now();
+  Lease inner = a.acquire("doc", settings(10s, 5s));
+  EXPECT_EQ(inner.status(), AcquireStatus::kRefused);
+  EXPECT_NE(inner.error().find("upgrade"), std::string::npos) << inner.error();
+  EXPECT_LT(ms_since(started), 1000);
+  EXPECT_EQ(a.metrics().upgrades_refused, 1u);
+  EXPECT_EQ(outer.hold_count(), 1);
+}
+
+TEST_P(LockKinds, SharedHoldsAreRenewedPastManyLeases) {
+  Client a = make_client(), b = make_client(), c = make_client();
+  Lease one = first(a, "doc", shared(600ms));
+  DLOCK_SKIP_UNLESS_OFFERED();
+  Lease two = b.acquire("doc", shared(600ms));
+  ASSERT_TRUE(one && two);
+  std::this_thread::sleep_for(2400ms);
+  EXPECT_FALSE(one.lost());
+  EXPECT_FALSE(two.lost());
+  EXPECT_EQ(c.try_acquire("doc", settings(1s)).status(), AcquireStatus::kBusy);
+}
+
+TEST_P(LockKinds, AReaderThatStopsRenewingStopsBlockingWithinItsLease) {
+  Client a = make_client(), b = make_client(), c = make_client();
+  LockSettings brief = shared(400ms);
+  brief.max_hold = 400ms;
+  Lease stale = first(a, "doc", brief);
+  DLOCK_SKIP_UNLESS_OFFERED();
+  Lease live = b.acquire("doc", shared(10s));
+  ASSERT_TRUE(stale && live);
+  live.release();
+  const auto started = Clock::now();
+  Lease writer = c.acquire("doc", settings(10s, 3s));
+  ASSERT_TRUE(writer);
+  EXPECT_LT(ms_since(started), 1000);
+  EXPECT_GT(writer.token(), stale.token());
+}
+
+// ---- fair ----
+
+TEST_P(LockKinds, FairGrantsFollowArrivalOrder) {
+  Config config = topo_->config();
+  config.backends["default"].poll_interval = 3s;
+  Client holder_client(config);
+  Lease holder = first(holder_client, "ticket", fair(10s));
+  DLOCK_SKIP_UNLESS_OFFERED();
+  ASSERT_TRUE(holder);
+  constexpr int kWaiters = 4;
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < kWaiters; ++i) clients.push_back(std::make_unique<Client>(config));
+  std::mutex mutex;
+  std::vector<int> order;
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < kWaiters; ++i) {
+    waiters.emplace_back([&, i] {
+      Lease lease = clients[i]->acquire("ticket", fair(10s, 8s));
+      EXPECT_TRUE(lease) << lease.error();
+      std::lock_guard lock(mutex);
+      order.push_back(i);
+    });
+    // Each waiter reaches the server before the next one starts.
+    ASSERT_TRUE(wait_until([&] { return clients[i]->metrics().contention >= 1; }, 2s, 1ms));
+  }
+  holder.release();
+  for (auto& t : waiters) t.join();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
+  // Each release woke only the waiter whose turn it was: one wake-up per grant, no herd.
+  std::uint64_t wakeups = 0;
+  for (const auto& c : clients) wakeups += c->metrics().wakeups;
+  EXPECT_EQ(wakeups, static_cast<std::uint64_t>(kWaiters));
+}
+
+TEST_P(LockKinds, AFairLockOfAnExpiredHolderGoesToTheHeadOfTheQueue) {
+  Client a = make_client(), b = make_client();
+  LockSettings brief = fair(400ms);
+  brief.max_hold = 400ms;
+  Lease stale = first(a, "ticket", brief);
+  DLOCK_SKIP_UNLESS_OFFERED();
+  ASSERT_TRUE(stale);
+  Lease next = b.acquire("ticket", fair(10s, 3s));
+  ASSERT_TRUE(next) << next.error();
+  EXPECT_GT(next.token(), stale.token());
+}
+
+TEST_P(LockKinds, AWaiterThatGaveUpLeavesTheFairQueue) {
+  Client a = make_client(), b = make_client(), c = make_client();
+  Lease holder = first(a, "ticket", fair(10s));
+  DLOCK_SKIP_UNLESS_OFFERED();
+  ASSERT_TRUE(holder);
+  EXPECT_EQ(b.acquire("ticket", fair(10s, 300ms)).status(), AcquireStatus::kBusy);
+  holder.release();
+  // b left its place when it gave up: c, later, is not kept behind it.
+  EXPECT_TRUE(c.acquire("ticket", fair(10s, 500ms)));
+}
+
+// ---- permits ----
+
+TEST_P(LockKinds, AtMostNHoldersEachWithItsOwnToken) {
+  Client a = make_client(), b = make_client(), c = make_client(), d = make_client();
+  Lease one = first(a, "export", permits(3, 10s));
+  DLOCK_SKIP_UNLESS_OFFERED();
+  Lease two = b.acquire("export", permits(3, 10s));
+  Lease three = c.acquire("export", permits(3, 10s));
+  ASSERT_TRUE(one && two && three);
+  EXPECT_EQ(one.view().permits(), 3);
+  std::vector<std::uint64_t> tokens{one.token(), two.token(), three.token()};
+  std::sort(tokens.begin(), tokens.end());
+  EXPECT_EQ(std::unique(tokens.begin(), tokens.end()), tokens.end());
+  EXPECT_EQ(d.try_acquire("export", permits(3, 10s)).status(), AcquireStatus::kBusy);
+  two.release();
+  Lease fourth = d.acquire("export", permits(3, 10s, 2s));
+  ASSERT_TRUE(fourth);
+  EXPECT_GT(fourth.token(), tokens.back());
+}
+
+TEST_P(LockKinds, ReenteringAPermitTakesNoSecond) {
+  Client a = make_client(), b = make_client();
+  Lease outer = first(a, "export", permits(2, 10s));
+  DLOCK_SKIP_UNLESS_OFFERED();
+  Lease inner = a.acquire("export", permits(2, 10s));
+  ASSERT_TRUE(outer && inner);
+  EXPECT_EQ(inner.token(), outer.token());
+  EXPECT_TRUE(b.try_acquire("export", permits(2, 10s)));
+}
+
+TEST_P(LockKinds, AKeyHeldAsALockIsRefusedToPermitsAndTheReverse) {
+  Client a = make_client(), b = make_client();
+  Lease lock = a.acquire("mixed", settings(10s));
+  ASSERT_TRUE(lock);
+  Lease permit = first(b, "mixed", permits(2, 10s, 2s));
+  DLOCK_SKIP_UNLESS_OFFERED();
+  EXPECT_EQ(permit.status(), AcquireStatus::kRefused) << permit.error();
+  lock.release();
+  Lease held = b.acquire("mixed", permits(2, 10s));
+  ASSERT_TRUE(held);
+  EXPECT_EQ(a.acquire("mixed", settings(10s, 2s)).status(), AcquireStatus::kRefused);
+}
+
+TEST_P(LockKinds, APermitThatStopsRenewingComesBackWithinItsLease) {
+  Client a = make_client(), b = make_client();
+  LockSettings brief = permits(1, 400ms);
+  brief.max_hold = 400ms;
+  Lease stale = first(a, "export", brief);
+  DLOCK_SKIP_UNLESS_OFFERED();
+  ASSERT_TRUE(stale);
+  const auto started = Clock::now();
+  Lease next = b.acquire("export", permits(1, 10s, 3s));
+  ASSERT_TRUE(next);
+  EXPECT_LT(ms_since(started), 1000);
+}
+
+// ---- several keys ----
+
+TEST_P(LockKinds, SeveralKeysAreAllTakenOrNone) {
+  Client a = make_client(), b = make_client(), c = make_client();
+  Lease second = b.acquire("acct:2", settings(10s));
+  ASSERT_TRUE(second);
+  Lease both = a.acquire(std::vector<Key>{"acct:1", "acct:2"}, settings(10s, 300ms));
+  EXPECT_EQ(both.status(), AcquireStatus::kBusy);
+  EXPECT_NE(both.error().find("acct:2"), std::string::npos) << both.error();
+  EXPECT_TRUE(c.try_acquire("acct:1", settings(10s))) << "the key taken first was given back";
+  EXPECT_GE(a.metrics().multi_key_rollbacks, 1u);
+}
+
+TEST_P(LockKinds, EveryKeysTokenIsReadableInTheBody) {
+  Client a = make_client(), b = make_client();
+  Lease both = a.acquire(std::vector<Key>{"acct:9", "acct:3"}, settings(10s));
+  ASSERT_TRUE(both);
+  ASSERT_EQ(both.keys(), (std::vector<Key>{"acct:9", "acct:3"}));
+  ASSERT_EQ(both.tokens().size(), 2u);
+  EXPECT_EQ(both.token(0), both.token());
+  EXPECT_NE(both.token(0), both.token(1));
+  EXPECT_EQ(current_lease().token(1), both.token(1));
+  EXPECT_EQ(b.try_acquire("acct:3", settings(10s)).status(), AcquireStatus::kBusy);
+  EXPECT_EQ(both.release(), ReleaseStatus::kReleased);
+  EXPECT_TRUE(b.try_acquire("acct:3", settings(10s)));
+  EXPECT_TRUE(b.try_acquire("acct:9", settings(10s)));
+}
+
+TEST_P(LockKinds, OppositeOrdersNeverDeadlock) {
+  Client a = make_client(), b = make_client();
+  constexpr int kRounds = 100;
+  std::atomic<int> inside{0};
+  std::atomic<int> overlaps{0};
+  std::atomic<int> done{0};
+  const auto run = [&](Client& client, std::vector<Key> keys) {
+    for (int i = 0; i < kRounds; ++i) {
+      Lease lease = client.acquire(keys, settings(10s, 10s));
+      if (!lease) continue;
+      if (inside.fetch_add(1) != 0) overlaps.fetch_add(1);
+      inside.fetch_sub(1);
+      done.fetch_add(1);
+    }
+  };
+  std::thread one([&] { run(a, {"x", "y"}); });
+  std::thread two([&] { run(b, {"y", "x"}); });
+  one.join();
+  two.join();
+  EXPECT_EQ(done.load(), 2 * kRounds);
+  EXPECT_EQ(overlaps.load(), 0);
+}
+
+TEST_P(LockKinds, SeveralKeysAreEnteredAgainWholeOrRefused) {
+  Client a = make_client();
+  Lease one = a.acquire("acct:5", settings(10s));
+  ASSERT_TRUE(one);
+  Lease partial = a.acquire(std::vector<Key>{"acct:5", "acct:6"}, settings(10s, 1s));
+  EXPECT_EQ(partial.status(), AcquireStatus::kRefused);
+  Lease both = a.acquire(std::vector<Key>{"acct:6", "acct:7"}, settings(10s));
+  ASSERT_TRUE(both);
+  Lease again = a.acquire(std::vector<Key>{"acct:7", "acct:6"}, settings(10s));
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again.token(0), both.token(1));
+  EXPECT_EQ(again.release(), ReleaseStatus::kStillHeld);
+  EXPECT_EQ(both.release(), ReleaseStatus::kReleased);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, LockKinds, ::testing::ValuesIn(topologies()),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace dlock::test
