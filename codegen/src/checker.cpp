@@ -106,17 +106,20 @@ class Checker {
     if (shape == Shape::kRefused) return;
     if (!claim(shape == Shape::kWeave ? *definition : declaration, *site)) return;
 
-    std::vector<std::string> arguments;
+    std::vector<KeyCode> keys;
     bool keys_ok = true;
-    for (const Placeholder& placeholder : parse.spec.key.placeholders) {
-      auto expression =
-          check_placeholder(context_, report_, placeholder, declaration, definition, site->file);
-      keys_ok = keys_ok && expression.has_value();
-      if (expression) arguments.push_back(std::move(*expression));
+    for (const KeyTemplate& key : parse.spec.keys) {
+      keys.push_back({key.format, {}});
+      for (const Placeholder& placeholder : key.placeholders) {
+        auto expression = check_placeholder(context_, report_, placeholder, declaration,
+                                            definition, site->file);
+        keys_ok = keys_ok && expression.has_value();
+        if (expression) keys.back().arguments.push_back(std::move(*expression));
+      }
     }
     const auto skip = check_return(definition ? *definition : declaration, parse.spec, site->file);
     if (shape != Shape::kWeave || !parse.problems.empty() || !keys_ok || !skip) return;
-    edits.push_back(plan(*definition, *site, *syntax, parse.spec, std::move(arguments), *skip));
+    edits.push_back(plan(*definition, *site, *syntax, parse.spec, std::move(keys), *skip));
   }
 
  private:
@@ -313,7 +316,7 @@ class Checker {
 
   WeaveEdit plan(const clang::FunctionDecl& definition, const AttributeSite& site,
                  const AttributeSyntax& syntax, const GuardSpec& spec,
-                 std::vector<std::string> arguments, SkipReturn skip) {
+                 std::vector<KeyCode> keys, SkipReturn skip) {
     const auto* body = llvm::cast<clang::CompoundStmt>(definition.getBody());
     const clang::SourceLocation brace = body->getLBracLoc();
     WeaveEdit edit;
@@ -331,8 +334,7 @@ class Checker {
     code.name = spec.name ? *spec.name : qualified_name(definition);
     code.policy = spec.policy.value_or("");
     code.options = spec.options;
-    code.key_format = spec.key.format;
-    code.key_arguments = std::move(arguments);
+    code.keys = std::move(keys);
     code.skip = skip;
     code.attribute = position(site.range.getBegin());
     return edit;
