@@ -116,8 +116,8 @@ class Checker {
     for (const KeyTemplate& key : parse.spec.keys) {
       keys.push_back({key.format, {}});
       for (const Placeholder& placeholder : key.placeholders) {
-        auto expression = check_placeholder(context_, report_, placeholder, declaration,
-                                            definition, site->file);
+        auto expression =
+            check_placeholder(context_, report_, placeholder, declaration, definition, site->file);
         keys_ok = keys_ok && expression.has_value();
         if (expression) keys.back().arguments.push_back(std::move(*expression));
       }
@@ -328,8 +328,8 @@ class Checker {
   }
 
   WeaveEdit plan(const clang::FunctionDecl& definition, const AttributeSite& site,
-                 const AttributeSyntax& syntax, const GuardSpec& spec,
-                 std::vector<KeyCode> keys, SkipReturn skip) {
+                 const AttributeSyntax& syntax, const GuardSpec& spec, std::vector<KeyCode> keys,
+                 SkipReturn skip) {
     const auto* body = llvm::cast<clang::CompoundStmt>(definition.getBody());
     const clang::SourceLocation brace = body->getLBracLoc();
     WeaveEdit edit;

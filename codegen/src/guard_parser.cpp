@@ -83,7 +83,8 @@ class Parser {
     const std::string text = key_text(key);
     for (const KeyTemplate& earlier : result_.spec.keys) {
       if (key_text(earlier) == text) {
-        result_.problems.push_back({key.offset, key.length,
+        result_.problems.push_back({key.offset,
+                                    key.length,
                                     "lock key \"" + text + "\" is given twice",
                                     std::nullopt,
                                     {{earlier.offset, "first given here"}}});
@@ -158,7 +159,8 @@ class Parser {
                                   {{max.offset, "'max_hold' given here"}}});
     }
     if (spec.options.permits && spec.options.mode == ::dlock::LockMode::kShared) {
-      result_.problems.push_back({first_seen_.at("permits"), std::string("permits").size(),
+      result_.problems.push_back({first_seen_.at("permits"),
+                                  std::string("permits").size(),
                                   "'permits' cannot be used with 'mode=shared': every permit is "
                                   "an exclusive hold",
                                   std::nullopt,
@@ -286,8 +288,9 @@ class Parser {
                         value.text.find_first_not_of("0123456789") == std::string::npos;
     if (!digits) {
       problem(site.offset, site.length,
-              "bad value '" + site.spelling + "' for 'permits'; expected a whole number from 1 "
-              "to " + std::to_string(::dlock::kMaxPermits));
+              "bad value '" + site.spelling +
+                  "' for 'permits'; expected a whole number from 1 to " +
+                  std::to_string(::dlock::kMaxPermits));
       return;
     }
     long long permits = 0;
@@ -321,9 +324,8 @@ class Parser {
 }  // namespace
 
 const std::vector<std::string>& option_names() {
-  static const std::vector<std::string> kNames{"lease", "wait",   "on_busy", "min_hold",
-                                               "max_hold", "policy", "name",   "mode",
-                                               "fair",     "permits"};
+  static const std::vector<std::string> kNames{"lease",  "wait", "on_busy", "min_hold", "max_hold",
+                                               "policy", "name", "mode",    "fair",     "permits"};
   return kNames;
 }
 

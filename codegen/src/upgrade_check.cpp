@@ -5,6 +5,7 @@
 #include <clang/AST/ExprCXX.h>
 #include <clang/AST/ExprConcepts.h>
 #include <clang/AST/Stmt.h>
+#include <clang/Basic/Builtins.h>
 
 #include <algorithm>
 #include <map>
@@ -24,8 +25,9 @@ bool is_exclusive(const GuardSpec& spec) { return !is_shared(spec) && !spec.opti
 // may run elsewhere, later), in an unevaluated operand, or in a discarded `if constexpr` branch.
 void collect_calls(const clang::Stmt* stmt, const clang::ASTContext& context,
                    std::vector<const clang::CallExpr*>& calls) {
-  if (!stmt || llvm::isa<clang::LambdaExpr, clang::UnaryExprOrTypeTraitExpr,
-                         clang::CXXNoexceptExpr, clang::CXXTypeidExpr, clang::RequiresExpr>(stmt)) {
+  if (!stmt || llvm::isa<clang::LambdaExpr, clang::UnaryExprOrTypeTraitExpr, clang::CXXNoexceptExpr,
+                         clang::CXXTypeidExpr, clang::RequiresExpr, clang::GenericSelectionExpr>(
+                   stmt)) {
     return;
   }
   if (const auto* branch = llvm::dyn_cast<clang::IfStmt>(stmt); branch && branch->isConstexpr()) {
@@ -34,7 +36,16 @@ void collect_calls(const clang::Stmt* stmt, const clang::ASTContext& context,
     }
     return;
   }
-  if (const auto* call = llvm::dyn_cast<clang::CallExpr>(stmt)) calls.push_back(call);
+  if (const auto* branch = llvm::dyn_cast<clang::IfStmt>(stmt); branch && branch->isConsteval()) {
+    // A guarded function is never constant-evaluated: only the other branch runs.
+    collect_calls(branch->isNegatedConsteval() ? branch->getThen() : branch->getElse(), context,
+                  calls);
+    return;
+  }
+  if (const auto* call = llvm::dyn_cast<clang::CallExpr>(stmt)) {
+    if (call->getBuiltinCallee() == clang::Builtin::BI__builtin_constant_p) return;
+    calls.push_back(call);
+  }
   for (const clang::Stmt* child : stmt->children()) collect_calls(child, context, calls);
 }
 
@@ -56,8 +67,9 @@ class ChangedParameters {
 
   [[nodiscard]] bool changed(const clang::ParmVarDecl* parameter) const {
     const clang::QualType type = parameter->getType();
-    const bool constant = type.isConstQualified() ||
-                          (type->isReferenceType() && type.getNonReferenceType().isConstQualified());
+    const bool constant =
+        type.isConstQualified() ||
+        (type->isReferenceType() && type.getNonReferenceType().isConstQualified());
     return !constant && changed_.count(parameter) > 0;
   }
 
@@ -208,8 +220,7 @@ class UpgradeChecker {
     const clang::QualType their_type =
         callee.getParamDecl(*their_index)->getType().getNonReferenceType();
     return parameter_named(call.getArg(*their_index)) == our_parameter &&
-           !our_type->isDependentType() &&
-           context_.hasSameUnqualifiedType(our_type, their_type) &&
+           !our_type->isDependentType() && context_.hasSameUnqualifiedType(our_type, their_type) &&
            !changes.changed(our_parameter);
   }
 

@@ -92,8 +92,7 @@ void check_parse(const codegen::GuardParse& parse, std::size_t begin, std::size_
     DLOCK_FUZZ_CHECK(*o.min_hold <= *o.max_hold, "min_hold above max_hold");
   }
   if (o.permits) {
-    DLOCK_FUZZ_CHECK(*o.permits >= 1 && *o.permits <= dlock::kMaxPermits, "permits {}",
-                     *o.permits);
+    DLOCK_FUZZ_CHECK(*o.permits >= 1 && *o.permits <= dlock::kMaxPermits, "permits {}", *o.permits);
     DLOCK_FUZZ_CHECK(o.mode != dlock::LockMode::kShared, "permits with mode=shared");
   }
   if (parse.spec.policy) DLOCK_FUZZ_CHECK(!parse.spec.policy->empty(), "empty policy");

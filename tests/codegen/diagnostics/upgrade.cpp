@@ -76,6 +76,10 @@ void read_only(long id, long other, Viewer& viewer) {
   viewer.annotate(id);                       // virtual: may run another function
   (void)sizeof(size_of(id));                 // not evaluated
   if constexpr (sizeof(long) == 0) edit(id, Patch{});  // discarded
+  if consteval {
+    edit(id, Patch{});                       // never runs: a guarded function is not constexpr
+  }
+  (void)__builtin_constant_p(size_of(id));   // not evaluated
 }
 
 [[dlock::guard("doc:<id>", mode=shared)]]
