@@ -2,6 +2,8 @@
 // refuses it, so the generator does where it sees the nesting for certain.
 #include <string>
 
+#include "declares_publish.hpp"
+
 struct Patch {
   std::string text;
 };
@@ -47,6 +49,20 @@ class Library {
     return 1;
   }
 };
+
+// A guard declared in a header, defined elsewhere; a function template's guard.
+template <typename T>
+[[dlock::guard("doc:<id>")]] void stamp(long id, T mark) { (void)id; (void)mark; }
+
+[[dlock::guard("doc:<id>", mode=shared)]]
+void proofread(long id) {
+  publish(id);
+// CHECK: :[[@LINE-1]]:3: error: exclusive guard 'publish' called inside shared guard 'proofread' on lock key "doc:<id>": an upgrade
+// CHECK: :[[@LINE-4]]:3: note: shared guard given here
+  stamp(id, 'x');
+// CHECK: :[[@LINE-1]]:3: error: exclusive guard 'stamp' called inside shared guard 'proofread' on lock key "doc:<id>": an upgrade
+// CHECK: :[[@LINE-7]]:3: note: shared guard given here
+}
 
 // None of these is certain, so none is reported.
 [[dlock::guard("doc:<id>", permits=2)]] void copy(long id) { (void)id; }

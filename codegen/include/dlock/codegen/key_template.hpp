@@ -1,4 +1,4 @@
-// The lock key template: the first argument of [[dlock::guard(...)]].
+// A lock key template: each leading string-literal argument of [[dlock::guard(...)]].
 //
 //   "order:<id>"              -> fmt "order:{}", placeholder id
 //   "user:<this->owner.id>"   -> fmt "user:{}",  placeholder this -> owner . id
