@@ -20,6 +20,7 @@
 #include "dlock/codegen/guard_parser.hpp"
 #include "placeholder_check.hpp"
 #include "reporter.hpp"
+#include "upgrade_check.hpp"
 
 namespace dlock::codegen {
 namespace {
@@ -55,6 +56,10 @@ std::string qualified_name(const clang::FunctionDecl& function) {
   std::string name;
   for (const std::string& part : parts) name += (name.empty() ? "" : "::") + part;
   return name;
+}
+
+std::string guard_name(const GuardSpec& spec, const clang::FunctionDecl& function) {
+  return spec.name ? *spec.name : qualified_name(function);
 }
 
 const clang::FunctionDecl* find_definition(const clang::FunctionDecl& function) {
@@ -106,18 +111,29 @@ class Checker {
     if (shape == Shape::kRefused) return;
     if (!claim(shape == Shape::kWeave ? *definition : declaration, *site)) return;
 
-    std::vector<std::string> arguments;
+    std::vector<KeyCode> keys;
     bool keys_ok = true;
-    for (const Placeholder& placeholder : parse.spec.key.placeholders) {
-      auto expression =
-          check_placeholder(context_, report_, placeholder, declaration, definition, site->file);
-      keys_ok = keys_ok && expression.has_value();
-      if (expression) arguments.push_back(std::move(*expression));
+    for (const KeyTemplate& key : parse.spec.keys) {
+      keys.push_back({key.format, {}});
+      for (const Placeholder& placeholder : key.placeholders) {
+        auto expression =
+            check_placeholder(context_, report_, placeholder, declaration, definition, site->file);
+        keys_ok = keys_ok && expression.has_value();
+        if (expression) keys.back().arguments.push_back(std::move(*expression));
+      }
     }
-    const auto skip = check_return(definition ? *definition : declaration, parse.spec, site->file);
+    const clang::FunctionDecl& function = definition ? *definition : declaration;
+    const auto skip = check_return(function, parse.spec, site->file);
+    if (parse.problems.empty() && keys_ok) {
+      checked_.push_back({&declaration, shape == Shape::kWeave ? definition : nullptr,
+                          guard_name(parse.spec, function), parse.spec, site->range.getBegin()});
+    }
     if (shape != Shape::kWeave || !parse.problems.empty() || !keys_ok || !skip) return;
-    edits.push_back(plan(*definition, *site, *syntax, parse.spec, std::move(arguments), *skip));
+    edits.push_back(plan(*definition, *site, *syntax, parse.spec, std::move(keys), *skip));
   }
+
+  /// The guards whose arguments and placeholders checked out, for check_upgrades().
+  [[nodiscard]] const std::vector<CheckedGuard>& checked() const { return checked_; }
 
  private:
   // Where the attribute is written. A guard from a macro is refused: its text is not in the
@@ -312,8 +328,8 @@ class Checker {
   }
 
   WeaveEdit plan(const clang::FunctionDecl& definition, const AttributeSite& site,
-                 const AttributeSyntax& syntax, const GuardSpec& spec,
-                 std::vector<std::string> arguments, SkipReturn skip) {
+                 const AttributeSyntax& syntax, const GuardSpec& spec, std::vector<KeyCode> keys,
+                 SkipReturn skip) {
     const auto* body = llvm::cast<clang::CompoundStmt>(definition.getBody());
     const clang::SourceLocation brace = body->getLBracLoc();
     WeaveEdit edit;
@@ -328,11 +344,10 @@ class Checker {
     edit.body_offset = sources_.getFileOffset(brace) + 1;
     edit.brace = position(brace);
     GuardCode& code = edit.code;
-    code.name = spec.name ? *spec.name : qualified_name(definition);
+    code.name = guard_name(spec, definition);
     code.policy = spec.policy.value_or("");
     code.options = spec.options;
-    code.key_format = spec.key.format;
-    code.key_arguments = std::move(arguments);
+    code.keys = std::move(keys);
     code.skip = skip;
     code.attribute = position(site.range.getBegin());
     return edit;
@@ -344,6 +359,7 @@ class Checker {
   std::map<std::pair<const clang::FileEntry*, std::size_t>, const clang::FunctionDecl*> sightings_;
   std::set<std::pair<const clang::FileEntry*, std::size_t>> reported_;
   std::map<const clang::FunctionDecl*, clang::SourceLocation> claimed_;
+  std::vector<CheckedGuard> checked_;
 };
 
 }  // namespace
@@ -372,6 +388,7 @@ std::vector<WeaveEdit> GuardChecker::check(const std::vector<WrittenGuard>& guar
     checker.check(guard, edits);
     sites_.resize(edits.size(), guard.scope_loc);
   }
+  check_upgrades(context_, checker.checked());
   return edits;
 }
 

@@ -7,7 +7,9 @@
 // One guard = the attribute's grammar (guard_parser), then the function's shape (not a
 // constructor, not constexpr, not a coroutine, ...; the definition in this file), then each
 // placeholder against the parameters and the member chain against the record types, then the
-// return type against on_busy=skip. Every problem is reported; nothing is silently dropped.
+// return type against on_busy=skip; then, over all of them, exclusive guards called inside
+// shared ones on the same key (upgrade_check). Every problem is reported; nothing is silently
+// dropped.
 #pragma once
 
 #include <vector>

@@ -1,6 +1,8 @@
 #include "dlock/codegen/guard_parser.hpp"
 
+#include <algorithm>
 #include <map>
+#include <optional>
 
 #include "dlock/codegen/edit_distance.hpp"
 
@@ -72,9 +74,34 @@ class Parser {
         return;
       }
     }
+    KeyTemplate key;
+    key.offset = argument.tokens.front()->offset;
+    key.length = span_length(argument.tokens, 0);
     for (const ArgToken* token : argument.tokens) {
-      append_key_literal(token->text, token->offset, result_.spec.key, result_.problems);
+      append_key_literal(token->text, token->offset, key, result_.problems);
     }
+    const std::string text = key_text(key);
+    for (const KeyTemplate& earlier : result_.spec.keys) {
+      if (key_text(earlier) == text) {
+        result_.problems.push_back({key.offset,
+                                    key.length,
+                                    "lock key \"" + text + "\" is given twice",
+                                    std::nullopt,
+                                    {{earlier.offset, "first given here"}}});
+        return;
+      }
+    }
+    result_.spec.keys.push_back(std::move(key));
+  }
+
+  // Every leading string-literal argument is a key; one after an option is misplaced.
+  static bool is_key(const Argument& argument) {
+    return !argument.tokens.empty() && argument.tokens.front()->kind == TokenKind::kString;
+  }
+
+  void misplaced_key(const Argument& argument) {
+    problem(argument.tokens.front()->offset, span_length(argument.tokens, 0),
+            "a lock key must come before the options");
   }
 
   void parse_option(const Argument& argument) {
@@ -131,6 +158,14 @@ class Parser {
                                   std::nullopt,
                                   {{max.offset, "'max_hold' given here"}}});
     }
+    if (spec.options.permits && spec.options.mode == ::dlock::LockMode::kShared) {
+      result_.problems.push_back({first_seen_.at("permits"),
+                                  std::string("permits").size(),
+                                  "'permits' cannot be used with 'mode=shared': every permit is "
+                                  "an exclusive hold",
+                                  std::nullopt,
+                                  {{first_seen_.at("mode"), "'mode' given here"}}});
+    }
   }
 
  private:
@@ -165,59 +200,111 @@ class Parser {
 
   void parse_value(const std::string& name, const std::vector<const ArgToken*>& tokens) {
     const ValueSite& site = values_[name];
-    const bool single = tokens.size() == 3;
-    const ArgToken& value = *tokens[2];
-    auto& spec = result_.spec;
+    const bool identifier = tokens.size() == 3 && tokens[2]->kind == TokenKind::kIdentifier;
+    auto& options = result_.spec.options;
     if (name == "lease" || name == "wait" || name == "min_hold" || name == "max_hold") {
-      DurationParse duration;
-      if (single && value.kind == TokenKind::kNumber) {
-        duration = parse_duration(value.text);
-      } else {
-        duration.error = "not a duration";
-      }
-      if (!duration.value) {
-        problem(site.offset, site.length,
-                "bad duration '" + site.spelling + "' for '" + name + "': " + duration.error +
-                    kDurationHint);
-        return;
-      }
-      if (name == "lease") spec.options.lease = duration.value;
-      if (name == "wait") spec.options.wait = duration.value;
-      if (name == "min_hold") spec.options.min_hold = duration.value;
-      if (name == "max_hold") spec.options.max_hold = duration.value;
+      parse_duration_value(name, site, tokens);
     } else if (name == "on_busy") {
-      parse_on_busy(site, single && value.kind == TokenKind::kIdentifier);
+      if (auto choice = parse_choice(site, name, identifier, {"throw", "skip"})) {
+        options.on_busy = *choice == 1 ? BusyAction::kSkip : BusyAction::kThrow;
+        result_.spec.on_busy_offset = site.offset;
+        result_.spec.on_busy_length = site.length;
+      }
+    } else if (name == "mode") {
+      if (auto choice = parse_choice(site, name, identifier, {"shared", "exclusive"})) {
+        options.mode = *choice == 0 ? ::dlock::LockMode::kShared : ::dlock::LockMode::kExclusive;
+      }
+    } else if (name == "fair") {
+      if (auto choice = parse_choice(site, name, identifier, {"true", "false"})) {
+        options.fair = *choice == 0;
+      }
+    } else if (name == "permits") {
+      parse_permits(site, tokens);
     } else {
-      if (!single || value.kind != TokenKind::kString) {
-        problem(site.offset, site.length, "'" + name + "' takes a string literal");
-        return;
-      }
-      std::string bytes;
-      if (!decode_string_literal(value.text, value.offset, bytes, result_.problems)) return;
-      if (bytes.empty()) {
-        problem(site.offset, site.length, "'" + name + "' must not be empty");
-        return;
-      }
-      (name == "policy" ? spec.policy : spec.name) = std::move(bytes);
+      parse_string_value(name, site, tokens);
     }
   }
 
-  void parse_on_busy(const ValueSite& site, bool is_identifier) {
-    static const std::vector<std::string> kActions{"throw", "skip"};
-    if (is_identifier && (site.spelling == "throw" || site.spelling == "skip")) {
-      result_.spec.options.on_busy =
-          site.spelling == "skip" ? BusyAction::kSkip : BusyAction::kThrow;
-      result_.spec.on_busy_offset = site.offset;
-      result_.spec.on_busy_length = site.length;
+  void parse_duration_value(const std::string& name, const ValueSite& site,
+                            const std::vector<const ArgToken*>& tokens) {
+    DurationParse duration;
+    if (tokens.size() == 3 && tokens[2]->kind == TokenKind::kNumber) {
+      duration = parse_duration(tokens[2]->text);
+    } else {
+      duration.error = "not a duration";
+    }
+    if (!duration.value) {
+      problem(site.offset, site.length,
+              "bad duration '" + site.spelling + "' for '" + name + "': " + duration.error +
+                  kDurationHint);
       return;
     }
-    std::string message =
-        "bad value '" + site.spelling + "' for 'on_busy'; expected 'throw' or 'skip'";
+    auto& options = result_.spec.options;
+    if (name == "lease") options.lease = duration.value;
+    if (name == "wait") options.wait = duration.value;
+    if (name == "min_hold") options.min_hold = duration.value;
+    if (name == "max_hold") options.max_hold = duration.value;
+  }
+
+  // `policy="..."` and `name="..."`.
+  void parse_string_value(const std::string& name, const ValueSite& site,
+                          const std::vector<const ArgToken*>& tokens) {
+    const ArgToken& value = *tokens[2];
+    if (tokens.size() != 3 || value.kind != TokenKind::kString) {
+      problem(site.offset, site.length, "'" + name + "' takes a string literal");
+      return;
+    }
+    std::string bytes;
+    if (!decode_string_literal(value.text, value.offset, bytes, result_.problems)) return;
+    if (bytes.empty()) {
+      problem(site.offset, site.length, "'" + name + "' must not be empty");
+      return;
+    }
+    (name == "policy" ? result_.spec.policy : result_.spec.name) = std::move(bytes);
+  }
+
+  // A value that is one of two words: its index, or nullopt after a problem (with a fix-it
+  // when the value is a likely typo of one of them).
+  std::optional<std::size_t> parse_choice(const ValueSite& site, const std::string& name,
+                                          bool is_identifier,
+                                          const std::vector<std::string>& words) {
+    for (std::size_t i = 0; is_identifier && i < words.size(); ++i) {
+      if (site.spelling == words[i]) return i;
+    }
+    const std::string start = "bad value '" + site.spelling + "' for '" + name + "'; ";
     std::optional<std::string> fix;
-    if (is_identifier) fix = closest_match(site.spelling, kActions);
-    if (fix)
-      message = "bad value '" + site.spelling + "' for 'on_busy'; did you mean '" + *fix + "'?";
+    if (is_identifier) fix = closest_match(site.spelling, words);
+    std::string message = fix ? start + "did you mean '" + *fix + "'?"
+                              : start + "expected '" + words[0] + "' or '" + words[1] + "'";
     result_.problems.push_back({site.offset, site.length, std::move(message), fix, {}});
+    return std::nullopt;
+  }
+
+  // `permits=N`: a whole number from 1 to kMaxPermits; `-N` is read as below 1.
+  void parse_permits(const ValueSite& site, const std::vector<const ArgToken*>& tokens) {
+    const bool negative = tokens.size() == 4 && tokens[2]->text == "-";
+    const ArgToken& value = *tokens.back();
+    const bool digits = (tokens.size() == 3 || negative) && value.kind == TokenKind::kNumber &&
+                        value.text.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits) {
+      problem(site.offset, site.length,
+              "bad value '" + site.spelling +
+                  "' for 'permits'; expected a whole number from 1 to " +
+                  std::to_string(::dlock::kMaxPermits));
+      return;
+    }
+    long long permits = 0;
+    for (char c : value.text) {
+      permits = std::min<long long>(permits * 10 + (c - '0'), ::dlock::kMaxPermits + 1LL);
+    }
+    if (negative || permits < 1) {
+      problem(site.offset, site.length, "'permits' must be at least 1");
+    } else if (permits > ::dlock::kMaxPermits) {
+      problem(site.offset, site.length,
+              "'permits' must be at most " + std::to_string(::dlock::kMaxPermits));
+    } else {
+      result_.spec.options.permits = static_cast<int>(permits);
+    }
   }
 
   void value_problem(const std::string& name, std::string message) {
@@ -237,8 +324,8 @@ class Parser {
 }  // namespace
 
 const std::vector<std::string>& option_names() {
-  static const std::vector<std::string> kNames{"lease",    "wait",   "on_busy", "min_hold",
-                                               "max_hold", "policy", "name"};
+  static const std::vector<std::string> kNames{"lease",  "wait", "on_busy", "min_hold", "max_hold",
+                                               "policy", "name", "mode",    "fair",     "permits"};
   return kNames;
 }
 
@@ -247,7 +334,17 @@ GuardParse parse_guard_arguments(const std::vector<ArgToken>& tokens, std::size_
   Parser parser(result);
   const std::vector<Argument> arguments = split_arguments(tokens);
   parser.parse_key(arguments.front(), arguments.size() == 1, close_offset);
-  for (std::size_t i = 1; i < arguments.size(); ++i) parser.parse_option(arguments[i]);
+  std::size_t i = 1;
+  for (; i < arguments.size() && Parser::is_key(arguments[i]); ++i) {
+    parser.parse_key(arguments[i], false, close_offset);
+  }
+  for (; i < arguments.size(); ++i) {
+    if (Parser::is_key(arguments[i])) {
+      parser.misplaced_key(arguments[i]);
+    } else {
+      parser.parse_option(arguments[i]);
+    }
+  }
   parser.check_relations();
   return result;
 }

@@ -304,4 +304,26 @@ std::string placeholder_expression(const Placeholder& placeholder, std::string_v
   return out;
 }
 
+std::string key_text(const KeyTemplate& key) {
+  std::string text;
+  std::size_t next = 0;
+  const std::string& format = key.format;
+  for (std::size_t i = 0; i < format.size(); ++i) {
+    const char c = format[i];
+    if ((c == '{' || c == '}') && i + 1 < format.size() && format[i + 1] == c) {
+      text += c;  // a doubled brace is one literal brace
+      ++i;
+    } else if (c == '{' && next < key.placeholders.size()) {
+      const Placeholder& placeholder = key.placeholders[next++];
+      text += "<" + placeholder_expression(placeholder, placeholder.root) + ">";
+      ++i;  // the `}` of `{}`
+    } else if (c == '<' || c == '>') {
+      text += std::string(2, c);
+    } else {
+      text += c;
+    }
+  }
+  return text;
+}
+
 }  // namespace dlock::codegen

@@ -19,6 +19,30 @@ std::string set_millis(std::string_view field, const std::optional<Millis>& valu
          std::to_string(value->count()) + "}; ";
 }
 
+// The lock kind's fields, only those the attribute gives.
+std::string set_kind(const LockOptions& options) {
+  std::string text;
+  if (options.mode) {
+    text += std::string("dlock_site_.attribute.mode = ") +
+            (*options.mode == ::dlock::LockMode::kShared ? "::dlock::LockMode::kShared; "
+                                                         : "::dlock::LockMode::kExclusive; ");
+  }
+  if (options.fair) {
+    text += std::string("dlock_site_.attribute.fair = ") + (*options.fair ? "true; " : "false; ");
+  }
+  if (options.permits) {
+    text += "dlock_site_.attribute.permits = " + std::to_string(*options.permits) + "; ";
+  }
+  return text;
+}
+
+// `::fmt::format("order:{}", (id))`
+std::string format_key(const KeyCode& key) {
+  std::string text = "::fmt::format(" + to_string_literal(key.format);
+  for (const std::string& argument : key.arguments) text += ", (" + argument + ")";
+  return text + ")";
+}
+
 std::string skip_statement(SkipReturn skip) {
   switch (skip) {
     case SkipReturn::kVoid: return " if (!dlock_guard_.entered()) return;";
@@ -69,14 +93,22 @@ std::string render_guard_code(const GuardCode& code) {
   }
   text += set_millis("min_hold", options.min_hold);
   text += set_millis("max_hold", options.max_hold);
+  text += set_kind(options);
   if (code.skip != SkipReturn::kNone) text += "dlock_site_.skippable = true; ";
   text += "dlock_site_.file = __FILE__; ";
   text += "dlock_site_.line = " + std::to_string(code.attribute.line) + "; ";
   text += "return dlock_site_; }(); ";
-  text += "::dlock::Guard dlock_guard_(dlock_guard_site_, ::fmt::format(";
-  text += to_string_literal(code.key_format);
-  for (const std::string& argument : code.key_arguments) text += ", (" + argument + ")";
-  text += "));";
+  text += "::dlock::Guard dlock_guard_(dlock_guard_site_, ";
+  if (code.keys.size() == 1) {
+    text += format_key(code.keys.front());
+  } else {
+    text += "::std::vector<::dlock::Key>{";
+    for (std::size_t i = 0; i < code.keys.size(); ++i) {
+      text += (i > 0 ? ", " : "") + format_key(code.keys[i]);
+    }
+    text += "}";
+  }
+  text += ");";
   text += skip_statement(code.skip);
   return text;
 }

@@ -162,7 +162,7 @@ TEST(GuardParser, ReadsKeyAndEveryOption) {
       R"("order:<id>", lease=30s, wait=2s, on_busy=skip, min_hold=1m, max_hold=10m, )"
       R"(policy="reports", name="shop::place_order")");
   ASSERT_TRUE(p.problems.empty()) << p.problems[0].message;
-  EXPECT_EQ(p.spec.key.format, "order:{}");
+  EXPECT_EQ(p.spec.keys.at(0).format, "order:{}");
   EXPECT_EQ(p.spec.options.lease, 30s);
   EXPECT_EQ(p.spec.options.wait, 2s);
   EXPECT_EQ(p.spec.options.on_busy, BusyAction::kSkip);
@@ -184,8 +184,11 @@ TEST(GuardParser, LeavesUnsetOptionsToTheConfiguration) {
 TEST(GuardParser, ConcatenatesAdjacentLiterals) {
   const GuardParse p = parse(R"("order:" "<id>")");
   ASSERT_TRUE(p.problems.empty());
-  EXPECT_EQ(p.spec.key.format, "order:{}");
-  EXPECT_EQ(p.spec.key.placeholders[0].root_offset, 11u);
+  ASSERT_EQ(p.spec.keys.size(), 1u);
+  EXPECT_EQ(p.spec.keys[0].format, "order:{}");
+  EXPECT_EQ(p.spec.keys[0].placeholders[0].root_offset, 11u);
+  EXPECT_EQ(p.spec.keys[0].offset, 0u);
+  EXPECT_EQ(p.spec.keys[0].length, 15u) << "from the first quote to the last";
 }
 
 TEST(GuardParser, SuggestsTheNearestOption) {
@@ -233,7 +236,117 @@ TEST(GuardParser, ExplainsMalformedArguments) {
   EXPECT_EQ(parse(R"("k", lease=)").problems.at(0).message, "expected a value for 'lease'");
   EXPECT_EQ(parse(R"("k", 3=4)").problems.at(0).message,
             "expected an option name, one of lease, wait, on_busy, min_hold, max_hold, policy, "
-            "name");
+            "name, mode, fair, permits");
+}
+
+TEST(GuardParser, ReadsTheLockKind) {
+  const GuardParse shared = parse(R"("doc:<id>", mode=shared, fair=true)");
+  ASSERT_TRUE(shared.problems.empty()) << shared.problems[0].message;
+  EXPECT_EQ(shared.spec.options.mode, ::dlock::LockMode::kShared);
+  EXPECT_EQ(shared.spec.options.fair, true);
+  EXPECT_FALSE(shared.spec.options.permits);
+
+  const GuardParse permits = parse(R"("export:<region>", mode=exclusive, fair=false, permits=3)");
+  ASSERT_TRUE(permits.problems.empty()) << permits.problems[0].message;
+  EXPECT_EQ(permits.spec.options.mode, ::dlock::LockMode::kExclusive);
+  EXPECT_EQ(permits.spec.options.fair, false);
+  EXPECT_EQ(permits.spec.options.permits, 3);
+  EXPECT_EQ(parse(R"("k", permits=1000000)").spec.options.permits, 1000000);
+  EXPECT_EQ(parse(R"("k", permits=1)").spec.options.permits, 1);
+
+  const GuardParse plain = parse(R"("k")");
+  EXPECT_FALSE(plain.spec.options.mode) << "unset: the runtime's default, exclusive";
+  EXPECT_FALSE(plain.spec.options.fair);
+}
+
+TEST(GuardParser, ChecksTheLockKind) {
+  EXPECT_EQ(parse(R"("k", mode=read)").problems.at(0).message,
+            "bad value 'read' for 'mode'; expected 'shared' or 'exclusive'");
+  const GuardParse typo = parse(R"("k", mode=shard)");
+  ASSERT_EQ(typo.problems.size(), 1u);
+  EXPECT_EQ(typo.problems[0].message, "bad value 'shard' for 'mode'; did you mean 'shared'?");
+  EXPECT_EQ(typo.problems[0].fix, "shared");
+  EXPECT_EQ(typo.problems[0].offset, 10u);
+  EXPECT_EQ(parse(R"("k", mode="shared")").problems.at(0).fix, std::nullopt);
+
+  EXPECT_EQ(parse(R"("k", fair=yes)").problems.at(0).message,
+            "bad value 'yes' for 'fair'; expected 'true' or 'false'");
+  EXPECT_EQ(parse(R"("k", fair=ture)").problems.at(0).fix, "true");
+  EXPECT_EQ(parse(R"("k", fair=1)").problems.at(0).message,
+            "bad value '1' for 'fair'; expected 'true' or 'false'");
+
+  EXPECT_EQ(parse(R"("k", permits=0)").problems.at(0).message, "'permits' must be at least 1");
+  EXPECT_EQ(parse(R"("k", permits=-2)").problems.at(0).message, "'permits' must be at least 1");
+  EXPECT_EQ(parse(R"("k", permits=1000001)").problems.at(0).message,
+            "'permits' must be at most 1000000");
+  EXPECT_EQ(parse(R"("k", permits=99999999999999999999999)").problems.at(0).message,
+            "'permits' must be at most 1000000");
+  for (const char* value : {"x", "3s", "1.5", "0x10", "\"3\"", "- x"}) {
+    const GuardParse p = parse(std::string(R"("k", permits=)") + value);
+    ASSERT_EQ(p.problems.size(), 1u) << value;
+    EXPECT_EQ(p.problems[0].message, std::string("bad value '") + value +
+                                         "' for 'permits'; expected a whole number from 1 to "
+                                         "1000000");
+  }
+}
+
+TEST(GuardParser, RefusesPermitsOnASharedLock) {
+  const GuardParse p = parse(R"("k", mode=shared, lease=1s, permits=3)");
+  ASSERT_EQ(p.problems.size(), 1u);
+  EXPECT_EQ(p.problems[0].message,
+            "'permits' cannot be used with 'mode=shared': every permit is an exclusive hold");
+  EXPECT_EQ(p.problems[0].offset, 28u);
+  EXPECT_EQ(p.problems[0].length, 7u);
+  ASSERT_EQ(p.problems[0].notes.size(), 1u);
+  EXPECT_EQ(p.problems[0].notes[0].offset, 5u);
+  EXPECT_EQ(p.problems[0].notes[0].message, "'mode' given here");
+  EXPECT_TRUE(parse(R"("k", mode=exclusive, permits=3)").problems.empty());
+}
+
+TEST(GuardParser, ReadsSeveralKeysInTheOrderWritten) {
+  const GuardParse p = parse(R"("account:<from>", "account:" "<to>", "audit", lease=10s)");
+  ASSERT_TRUE(p.problems.empty()) << p.problems[0].message;
+  ASSERT_EQ(p.spec.keys.size(), 3u);
+  EXPECT_EQ(p.spec.keys[0].placeholders.at(0).root, "from");
+  EXPECT_EQ(p.spec.keys[1].format, "account:{}");
+  EXPECT_EQ(p.spec.keys[1].placeholders.at(0).root, "to");
+  EXPECT_EQ(p.spec.keys[1].offset, 18u);
+  EXPECT_EQ(p.spec.keys[1].length, 17u);
+  EXPECT_EQ(p.spec.keys[2].format, "audit");
+  EXPECT_EQ(p.spec.options.lease, 10s);
+}
+
+TEST(GuardParser, RefusesAKeyGivenTwice) {
+  const GuardParse p = parse(R"("account:<from>", "account:" "< from >")");
+  ASSERT_EQ(p.problems.size(), 1u);
+  EXPECT_EQ(p.problems[0].message, "lock key \"account:<from>\" is given twice");
+  EXPECT_EQ(p.problems[0].offset, 18u);
+  ASSERT_EQ(p.problems[0].notes.size(), 1u);
+  EXPECT_EQ(p.problems[0].notes[0].offset, 0u);
+  EXPECT_EQ(p.problems[0].notes[0].message, "first given here");
+  EXPECT_TRUE(parse(R"("account:<from>", "account:<to>")").problems.empty());
+  EXPECT_TRUE(parse(R"("a<<b", "a<b>")").problems.empty()) << "a literal '<' is no placeholder";
+}
+
+TEST(GuardParser, ExplainsMisplacedKeys) {
+  EXPECT_EQ(parse(R"("a", lease=1s, "b")").problems.at(0).message,
+            "a lock key must come before the options");
+  EXPECT_EQ(parse(R"("a", "b" c)").problems.at(0).message,
+            "the lock key must be a string literal, e.g. [[dlock::guard(\"order:<id>\")]]");
+  EXPECT_EQ(parse(R"("a", , "b")").problems.at(0).message, "expected an option after ','");
+}
+
+TEST(GuardParser, SuggestsTheNewOptions) {
+  EXPECT_EQ(parse(R"("k", mdoe=shared)").problems.at(0).fix, "mode");
+  EXPECT_EQ(parse(R"("k", fiar=true)").problems.at(0).fix, "fair");
+  EXPECT_EQ(parse(R"("k", permit=3)").problems.at(0).fix, "permits");
+  EXPECT_EQ(parse(R"("k", fair=true, fair=false)").problems.at(0).message,
+            "duplicate option 'fair'");
+}
+
+TEST(KeyTemplate, SpellsItsTextAsOneLiteralWould) {
+  EXPECT_EQ(key_text(key(R"("a<< <b . c>{x}>>")")), "a<< <b.c>{x}>>");
+  EXPECT_EQ(key_text(key(R"("<this->o>")")), "<this->o>");
 }
 
 TEST(GuardParser, ReportsAllProblemsAtOnce) {

@@ -28,8 +28,7 @@ std::string without_guard(const std::string& source) {
 GuardCode order_guard() {
   GuardCode code;
   code.name = "shop::place_order";
-  code.key_format = "order:{}";
-  code.key_arguments = {"id"};
+  code.keys = {{"order:{}", {"id"}}};
   code.attribute = {"/src/orders.cpp", 3};
   return code;
 }
@@ -65,13 +64,51 @@ TEST(GuardCode, SpellsNamesPoliciesAndKeysAsLiterals) {
   GuardCode code = order_guard();
   code.name = "a\"b";
   code.policy = "reports";
-  code.key_format = "{{x}}\n";
-  code.key_arguments = {};
+  code.keys = {{"{{x}}\n", {}}};
   const std::string text = render_guard_code(code);
   EXPECT_NE(text.find("dlock_site_.name = \"a\\\"b\"; dlock_site_.policy = \"reports\"; "),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("::fmt::format(\"{{x}}\\012\"))"), std::string::npos) << text;
+}
+
+TEST(GuardCode, SetsTheLockKindOnlyWhenTheAttributeGivesIt) {
+  GuardCode code = order_guard();
+  EXPECT_EQ(render_guard_code(code).find("mode"), std::string::npos);
+  EXPECT_EQ(render_guard_code(code).find("fair"), std::string::npos);
+  EXPECT_EQ(render_guard_code(code).find("permits"), std::string::npos);
+
+  code.options.max_hold = 1min;
+  code.options.mode = ::dlock::LockMode::kShared;
+  code.options.fair = true;
+  EXPECT_NE(render_guard_code(code).find(
+                "dlock_site_.attribute.max_hold = ::dlock::Millis{60000}; "
+                "dlock_site_.attribute.mode = ::dlock::LockMode::kShared; "
+                "dlock_site_.attribute.fair = true; dlock_site_.file = __FILE__; "),
+            std::string::npos)
+      << render_guard_code(code);
+
+  code.options.mode = ::dlock::LockMode::kExclusive;
+  code.options.fair = false;
+  code.options.permits = 3;
+  EXPECT_NE(render_guard_code(code).find("dlock_site_.attribute.mode = "
+                                         "::dlock::LockMode::kExclusive; "
+                                         "dlock_site_.attribute.fair = false; "
+                                         "dlock_site_.attribute.permits = 3; "),
+            std::string::npos)
+      << render_guard_code(code);
+}
+
+TEST(GuardCode, PassesSeveralKeysInTheOrderWritten) {
+  GuardCode code = order_guard();
+  code.keys = {{"account:{}", {"from"}}, {"account:{}", {"to"}}, {"audit", {}}};
+  const std::string text = render_guard_code(code);
+  const std::string guard =
+      "::dlock::Guard dlock_guard_(dlock_guard_site_, ::std::vector<::dlock::Key>{"
+      "::fmt::format(\"account:{}\", (from)), ::fmt::format(\"account:{}\", (to)), "
+      "::fmt::format(\"audit\")});";
+  ASSERT_GE(text.size(), guard.size());
+  EXPECT_EQ(text.substr(text.size() - guard.size()), guard) << text;
 }
 
 TEST(Weave, KeepsEveryOriginalLineAtItsNumber) {

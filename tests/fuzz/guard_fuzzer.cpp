@@ -83,12 +83,17 @@ void check_key(const codegen::KeyTemplate& key, std::size_t begin, std::size_t e
 void check_parse(const codegen::GuardParse& parse, std::size_t begin, std::size_t end) {
   check_problems(parse.problems, begin, end);
   if (!parse.problems.empty()) return;
-  check_key(parse.spec.key, begin, end);
+  DLOCK_FUZZ_CHECK(!parse.spec.keys.empty(), "no key and no problem");
+  for (const codegen::KeyTemplate& key : parse.spec.keys) check_key(key, begin, end);
   const codegen::LockOptions& o = parse.spec.options;
   if (o.lease) DLOCK_FUZZ_CHECK(o.lease->count() > 0, "lease {}", o.lease->count());
   if (o.max_hold) DLOCK_FUZZ_CHECK(o.max_hold->count() > 0, "max_hold {}", o.max_hold->count());
   if (o.min_hold && o.max_hold) {
     DLOCK_FUZZ_CHECK(*o.min_hold <= *o.max_hold, "min_hold above max_hold");
+  }
+  if (o.permits) {
+    DLOCK_FUZZ_CHECK(*o.permits >= 1 && *o.permits <= dlock::kMaxPermits, "permits {}", *o.permits);
+    DLOCK_FUZZ_CHECK(o.mode != dlock::LockMode::kShared, "permits with mode=shared");
   }
   if (parse.spec.policy) DLOCK_FUZZ_CHECK(!parse.spec.policy->empty(), "empty policy");
   if (parse.spec.name) DLOCK_FUZZ_CHECK(!parse.spec.name->empty(), "empty name");

@@ -1,12 +1,16 @@
 // What one [[dlock::guard(...)]] asks for, after parsing and before any look at the function.
 //
 //   [[dlock::guard("order:<id>", lease=30s, on_busy=skip)]]
-//   -> GuardSpec{key = "order:{}" <id>, lease = 30000ms, on_busy = kSkip}
+//   -> GuardSpec{keys = {"order:{}" <id>}, lease = 30000ms, on_busy = kSkip}
+//
+//   [[dlock::guard("account:<from>", "account:<to>", mode=shared)]]
+//   -> GuardSpec{keys = {"account:{}" <from>, "account:{}" <to>}, mode = kShared}
 #pragma once
 
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "dlock/codegen/duration.hpp"
 #include "dlock/codegen/key_template.hpp"
@@ -26,7 +30,8 @@ using LockOptions = ::dlock::LockOverrides;
 
 /// The attribute's arguments.
 struct GuardSpec {
-  KeyTemplate key;
+  /// The key templates, in the order written; at least one once the arguments parse.
+  std::vector<KeyTemplate> keys;
   LockOptions options;
   std::optional<std::string> policy;
   std::optional<std::string> name;

@@ -1,4 +1,4 @@
-// The lock key template: the first argument of [[dlock::guard(...)]].
+// A lock key template: each leading string-literal argument of [[dlock::guard(...)]].
 //
 //   "order:<id>"              -> fmt "order:{}", placeholder id
 //   "user:<this->owner.id>"   -> fmt "user:{}",  placeholder this -> owner . id
@@ -44,6 +44,8 @@ struct Placeholder {
 struct KeyTemplate {
   std::string format;  ///< raw bytes, `{` and `}` of the literal text doubled for fmt
   std::vector<Placeholder> placeholders;
+  std::size_t offset = 0;  ///< of the first literal's opening quote
+  std::size_t length = 0;  ///< up to and including the last literal's closing quote
 };
 
 /// Parses one narrow string literal token, spelled with its quotes, that starts at file
@@ -60,6 +62,10 @@ bool decode_string_literal(std::string_view spelling, std::size_t offset, std::s
 /// Spells `bytes` as a C++ narrow string literal: printable ASCII as is, `"` and `\` escaped,
 /// control bytes as octal escapes; UTF-8 passes through.
 [[nodiscard]] std::string to_string_literal(std::string_view bytes);
+
+/// The key as one literal would spell it, without quotes: `account:<from>` for
+/// `"account:" "< from >"`. Two keys with the same text make the same key at run time.
+[[nodiscard]] std::string key_text(const KeyTemplate& key);
 
 /// The placeholder as C++: `root` replaced by `root_spelling`, then the member chain.
 [[nodiscard]] std::string placeholder_expression(const Placeholder& placeholder,

@@ -40,13 +40,19 @@ struct LinePosition {
   unsigned line = 0;
 };
 
+/// One lock key as the guard code formats it.
+struct KeyCode {
+  std::string format;                  ///< fmt format string, bytes
+  std::vector<std::string> arguments;  ///< C++ expressions, one per `{}`
+};
+
 /// Everything the guard code at the top of one body needs.
 struct GuardCode {
   std::string name;    ///< the guard's name, bytes
   std::string policy;  ///< bytes; empty for none
   LockOptions options;
-  std::string key_format;                  ///< fmt format string, bytes
-  std::vector<std::string> key_arguments;  ///< C++ expressions, one per `{}`
+  /// In the order written; with more than one, the Guard gets them all (the runtime sorts).
+  std::vector<KeyCode> keys;
   SkipReturn skip = SkipReturn::kNone;
   LinePosition attribute;  ///< where the attribute is written
 };

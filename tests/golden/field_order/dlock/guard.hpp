@@ -7,13 +7,19 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace dlock {
 
 using Millis = std::chrono::milliseconds;
 enum class OnBusy { kThrow, kSkip };
+enum class LockMode { kShared, kExclusive };
+using Key = std::string;
 
 struct LockOverrides {
+  std::optional<int> permits;
+  std::optional<bool> fair;
+  std::optional<LockMode> mode;
   std::optional<std::string> backend;
   std::optional<Millis> max_hold;
   std::optional<Millis> min_hold;
@@ -33,12 +39,13 @@ struct GuardSite {
 
 class Guard {
  public:
-  Guard(const GuardSite& site, std::string key) : site_(site), key_(std::move(key)) {}
-  bool entered() const { return !key_.empty() && !site_.name.empty(); }
+  Guard(const GuardSite& site, Key key) : site_(site), keys_{std::move(key)} {}
+  Guard(const GuardSite& site, std::vector<Key> keys) : site_(site), keys_(std::move(keys)) {}
+  bool entered() const { return !keys_.empty() && !site_.name.empty(); }
 
  private:
   const GuardSite& site_;
-  std::string key_;
+  std::vector<Key> keys_;
 };
 
 }  // namespace dlock
