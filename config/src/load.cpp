@@ -405,20 +405,6 @@ OnBusy Loader::on_busy(const Entry& item) const {
        fmt::format("expected throw or skip, got '{}'{}", printable(value), typo));
 }
 
-void Loader::warn_short_lease(const Entry& lease_entry, Millis lease,
-                              const std::string& backend_name,
-                              const std::map<std::string, BackendConfig>& backends) const {
-  const auto backend = backends.find(backend_name);
-  if (backend != backends.end() && backend->second.topology != Topology::kMemory &&
-      lease <= backend->second.command_timeout) {
-    warn(lease_entry.value_mark(), lease_entry.path,
-         fmt::format("{} is not longer than the command_timeout ({}) of backend '{}': a grant "
-                     "that arrives after its lease has run out is refused",
-                     format_millis(lease), format_millis(backend->second.command_timeout),
-                     backend->first));
-  }
-}
-
 std::string Loader::backend_reference(const Entry& item,
                                       const std::map<std::string, BackendConfig>& backends) const {
   const std::string name = scalar(item, "a backend name");

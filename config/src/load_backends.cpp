@@ -411,4 +411,19 @@ void Loader::merge_from_url(const Entry& address_entry, const std::vector<Entry>
        fmt::format("{} given twice, in 'address' and in '{}'; keep one", key, key));
 }
 
+// A lease that a grant could outlast on its way back is refused at run time: said at once.
+void Loader::warn_short_lease(const Entry& lease_entry, Millis lease,
+                              const std::string& backend_name,
+                              const std::map<std::string, BackendConfig>& backends) const {
+  const auto backend = backends.find(backend_name);
+  if (backend != backends.end() && backend->second.topology != Topology::kMemory &&
+      lease <= backend->second.command_timeout) {
+    warn(lease_entry.value_mark(), lease_entry.path,
+         fmt::format("{} is not longer than the command_timeout ({}) of backend '{}': a grant "
+                     "that arrives after its lease has run out is refused",
+                     format_millis(lease), format_millis(backend->second.command_timeout),
+                     backend->first));
+  }
+}
+
 }  // namespace dlock::internal::loading

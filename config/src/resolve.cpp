@@ -30,6 +30,22 @@ std::string configured_names(const Map& map, std::string_view what) {
   throw ConfigError(fmt::format("{}: error: guard '{}': {}", config.source, guard_name, message));
 }
 
+// The YAML's permits are checked at load time; the attribute's (or the API's) only here.
+void check_kind(const Config& config, const std::string& guard_name,
+                const LockSettings& settings) {
+  if (settings.permits < 0 || settings.permits > kMaxPermits) {
+    fail(config, guard_name,
+         fmt::format("permits {} is out of range: a semaphore has 1 to {} permits (0: a lock)",
+                     settings.permits, kMaxPermits));
+  }
+  if (settings.permits > 0 && settings.mode == LockMode::kShared) {
+    fail(config, guard_name,
+         fmt::format("permits={} cannot be used with mode=shared: every permit is an exclusive "
+                     "hold",
+                     settings.permits));
+  }
+}
+
 }  // namespace
 }  // namespace internal
 
@@ -102,21 +118,7 @@ LockSettings Config::resolve(const std::string& guard_name, const std::string& p
         fmt::format("min_hold {} exceeds max_hold {}", internal::format_millis(settings.min_hold),
                     internal::format_millis(*settings.max_hold)));
   }
-  if (attribute.permits && *attribute.permits < 1) {
-    internal::fail(*this, guard_name,
-                   fmt::format("permits {} is not allowed: a semaphore has at least 1 permit",
-                               *attribute.permits));
-  }
-  if (settings.permits > kMaxPermits) {
-    internal::fail(*this, guard_name,
-                   fmt::format("permits {} is too many: at most {}", settings.permits, kMaxPermits));
-  }
-  if (settings.permits > 0 && settings.mode == LockMode::kShared) {
-    internal::fail(*this, guard_name,
-                   fmt::format("permits={} cannot be used with mode=shared: every permit is an "
-                               "exclusive hold",
-                               settings.permits));
-  }
+  internal::check_kind(*this, guard_name, settings);
   return settings;
 }
 

@@ -15,6 +15,7 @@
 
 namespace dlock::internal {
 
+/// Leases of several keys are in several_keys.cpp.
 class ClientCore : public std::enable_shared_from_this<ClientCore> {
  public:
   explicit ClientCore(Config config);
@@ -61,6 +62,12 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   /// The calling thread's live, unmoved hold of `key` on `backend`, if any. Under
   /// holds_mutex_.
   std::shared_ptr<LeaseState> held_here(const Key& key, const std::string& backend);
+  /// A lease of several keys whose keys this thread all holds: each entered again.
+  Lease reenter_all(const std::vector<Key>& keys, const LockSettings& settings,
+                    std::string_view name);
+  /// A lease of several keys none of which this thread holds: taken in canonical order.
+  Lease take_all(const std::vector<Key>& keys, const LockSettings& settings,
+                 std::string_view name);
   /// The lease of several keys made of `parts` (one per key, in the order given).
   Lease join(std::vector<std::shared_ptr<LeaseState>> parts, const LockSettings& settings,
              std::string_view name);
