@@ -3,7 +3,9 @@
 # sources of the target that includes it. Used by the runtime and by the reply fuzzer, which
 # compiles a few runtime sources on its own.
 set(DLOCK_LUA_SCRIPTS
+  ${PROJECT_SOURCE_DIR}/runtime/lua/holders.lua
   ${PROJECT_SOURCE_DIR}/runtime/lua/acquire.lua
+  ${PROJECT_SOURCE_DIR}/runtime/lua/acquire_shared.lua
   ${PROJECT_SOURCE_DIR}/runtime/lua/renew.lua
   ${PROJECT_SOURCE_DIR}/runtime/lua/release.lua
   ${PROJECT_SOURCE_DIR}/runtime/lua/force_release.lua

@@ -8,6 +8,7 @@
 --          absent), 'q:<n>' = "<place expiry, server us> <lease ms> <owner> <host> <pid>
 --          <thread> <lock name>" and 'w:<owner>' = n. The queue lives and dies with the lock.
 -- KEYS[2]  the fencing counter of this lock (outlives the lock itself)
+-- KEYS[3]  the holders of the lock while it is held shared or as a semaphore (holders.lua)
 -- ARGV[1]  owner id            ARGV[2]  lease in ms
 -- ARGV[3]  not-after, server time in us (0: none): a request that arrives after its
 --          caller gave up must not leave a lock behind
@@ -15,12 +16,14 @@
 -- ARGV[8]  lifetime of the fencing counter in ms
 -- ARGV[9]  place in the queue, ms (0: do not queue): how long the place stays without being
 --          taken again by a later attempt of the same owner
+-- ARGV[10] a waiting writer's claim, ms (0: none): while the lock is held shared, no new
+--          shared hold starts for this long (the claim's next try renews it)
 --
 -- Returns {1, token, pttl} granted (pttl: the key's time left, which is less than the lease
 -- when an earlier attempt or a release granted it), {0, pttl, last token} busy,
--- {-1, 0} arrived too late (nothing held, or a queue to hand on: see below).
-local t = redis.call('TIME')
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- {-1, 0} arrived too late (nothing held, or a queue to hand on: see below), {-2, 0} the key
+-- is a semaphore.
+local now_us = server_now_us()
 local not_after = tonumber(ARGV[3])
 local late = not_after > 0 and now_us > not_after
 local place = tonumber(ARGV[9]) or 0
@@ -28,6 +31,13 @@ local place = tonumber(ARGV[9]) or 0
 -- Ownership first: this may be a retry of a request that was applied but whose reply was
 -- lost, or a release may have granted the lock to this waiter.
 local owner = redis.call('HGET', KEYS[1], 'owner')
+if is_marker(owner) and prune_holders(KEYS[1], KEYS[3], now_us) == 0 then
+  clear_holders(KEYS[1], KEYS[3])
+  owner = nil
+end
+if owner == '*permits' then
+  return {-2, 0}
+end
 if owner == ARGV[1] then
   if late then
     -- The caller has given up and must not leave the grant behind. With others queued, the
@@ -62,6 +72,14 @@ if owner then
       redis.call('HSET', KEYS[1], 'w:' .. ARGV[1], n, 'q:' .. n, record)
     end
   end
+  local claim = tonumber(ARGV[10]) or 0
+  if owner == '*shared' and claim > 0 then
+    local until_us = now_us + claim * 1000
+    if until_us > tonumber(redis.call('HGET', KEYS[1], 'wpending') or '0') then
+      redis.call('HSET', KEYS[1], 'wpending', us_text(until_us))
+      expire_with_holders(KEYS[1], KEYS[3], now_us)
+    end
+  end
   -- Under a millisecond left reads as 0, which the caller would take for "unknown" and
   -- sleep a whole poll: 1 has it try again as the key expires.
   local ttl = redis.call('PTTL', KEYS[1])
@@ -81,5 +99,6 @@ redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', token_text, 'host', ARGV[
            'pid', ARGV[5], 'thread', ARGV[6], 'name', ARGV[7],
            'acquired_at_ms', string.format('%.0f', math.floor(now_us / 1000)),
            'lease_ms', ARGV[2])
+redis.call('HDEL', KEYS[1], 'wpending')
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {1, token, tonumber(ARGV[2])}

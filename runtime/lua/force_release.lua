@@ -1,6 +1,6 @@
 -- Deletes the lock whoever owns it (an operator's forced release) and wakes waiters.
 --
--- KEYS[1]  the lock
+-- KEYS[1]  the lock            KEYS[2]  its holders (holders.lua): every holder goes
 -- ARGV[1]  the release channel (see release.lua)
 --
 -- Returns {now_ms, pttl, field1, value1, ...}: the server time in ms, the key's time left
@@ -16,7 +16,7 @@ local out = {now_ms, redis.call('PTTL', KEYS[1])}
 for i = 1, #fields do
   out[#out + 1] = fields[i]
 end
-redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[2])
 -- The release has happened; a notification refused (say, an ACL user without channel
 -- permissions) only costs waiters a poll, so it must not turn the release into an error
 -- (the caller would then skip the audit entry).

@@ -3,6 +3,8 @@
 --
 -- KEYS[1]  the lock (with its queue, see acquire.lua)
 -- KEYS[2]  the fencing counter of this lock
+-- KEYS[3]  the holders (holders.lua): a shared hold or a permit ends there, and the last one
+--          to end hands the lock on as an exclusive release does
 -- ARGV[1]  owner id
 -- ARGV[2]  keep-for in ms: > 0 leaves the key to expire then (min_hold), 0 releases it now
 -- ARGV[3]  the release channel (a channel, not a key: in a cluster it is published to
@@ -25,7 +27,24 @@ local owner = lock[1]
 if not owner then
   return 0
 end
-if owner ~= ARGV[1] then
+local now_us
+if is_marker(owner) then
+  now_us = server_now_us()
+  local ended = end_hold(KEYS[1], KEYS[3], ARGV[1], tonumber(ARGV[2]), now_us)
+  if ended == 0 then
+    local n = redis.call('HGET', KEYS[1], 'w:' .. ARGV[1])
+    if n then
+      redis.call('HDEL', KEYS[1], 'w:' .. ARGV[1], 'q:' .. n)
+    end
+  end
+  if ended ~= nil then
+    -- A permit that came free may go to whoever asks first.
+    if ended == 1 and owner == '*permits' then
+      redis.pcall('PUBLISH', ARGV[3], 'released')
+    end
+    return ended
+  end
+elseif owner ~= ARGV[1] then
   -- Not the holder: a waiter that gave up leaves its place (had it been granted the lock,
   -- it would be the owner and release it below).
   local n = redis.call('HGET', KEYS[1], 'w:' .. ARGV[1])
@@ -35,7 +54,7 @@ if owner ~= ARGV[1] then
   return -1
 end
 local keep_for = tonumber(ARGV[2])
-if keep_for > 0 then
+if keep_for > 0 and owner == ARGV[1] then
   redis.call('HSET', KEYS[1], 'released', '1')
   redis.call('PEXPIRE', KEYS[1], keep_for)
   return 2
@@ -45,7 +64,6 @@ end
 -- fields; places given up or lapsed are passed over, at most 16 per release (beyond that
 -- the rest of the queue goes with the lock, and its waiters queue again with their next try).
 local head, tail = tonumber(lock[2] or '1'), tonumber(lock[3] or '0')
-local now_us
 for _ = 1, 16 do
   if head > tail then
     break
@@ -61,8 +79,7 @@ for _ = 1, 16 do
       redis.call('HDEL', KEYS[1], 'q:' .. (head - 1))
     end
     if not now_us then
-      local t = redis.call('TIME')
-      now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+      now_us = server_now_us()
     end
     if waiter and tonumber(expires) > now_us and tonumber(lease) > 0 then
       local last = tonumber(redis.call('GET', KEYS[2]) or '0')
@@ -72,13 +89,30 @@ for _ = 1, 16 do
                  'thread', thread, 'name', name,
                  'acquired_at_ms', string.format('%.0f', math.floor(now_us / 1000)),
                  'lease_ms', lease, 'qhead', head)
+      redis.call('HDEL', KEYS[1], 'wpending')
       redis.call('PEXPIRE', KEYS[1], lease)
       redis.pcall('PUBLISH', ARGV[3], 'granted ' .. token_text .. ' ' .. waiter)
       return 1
     end
   end
 end
-redis.call('DEL', KEYS[1])
+if not now_us then
+  now_us = server_now_us()
+end
+local claim = tonumber(redis.call('HGET', KEYS[1], 'wpending') or '0')
+if claim > now_us then
+  -- A writer waits to follow the last shared hold: its claim outlives the lock, so that no
+  -- new shared hold gets in before it. The queue and the holder's fields go.
+  local fields = redis.call('HKEYS', KEYS[1])
+  for _, field in ipairs(fields) do
+    if field ~= 'wpending' then
+      redis.call('HDEL', KEYS[1], field)
+    end
+  end
+  redis.call('PEXPIRE', KEYS[1], math.max(1, math.ceil((claim - now_us) / 1000)))
+else
+  redis.call('DEL', KEYS[1])
+end
 -- The release has happened; a notification refused (say, an ACL user without channel
 -- permissions) only costs waiters a poll, so it must not turn the release into an error.
 redis.pcall('PUBLISH', ARGV[3], 'released')

@@ -1,6 +1,7 @@
 -- Extends the lock's time-to-live, if ARGV[1] still owns it.
 --
 -- KEYS[1]  the lock            KEYS[2]  the fencing counter of this lock
+-- KEYS[3]  the holders (holders.lua): a shared hold or a permit is renewed there
 -- ARGV[1]  owner id            ARGV[2]  new time-to-live in ms
 -- ARGV[3]  token floor, 0 for none (see release.lua)
 -- ARGV[4]  lifetime of the fencing counter in ms
@@ -14,6 +15,19 @@ end
 local owner = redis.call('HGET', KEYS[1], 'owner')
 if not owner then
   return 0
+end
+if is_marker(owner) then
+  local now_us = server_now_us()
+  local score = redis.call('ZSCORE', KEYS[3], ARGV[1])
+  if not score or tonumber(score) <= now_us then
+    return 0
+  end
+  if redis.call('HEXISTS', KEYS[1], 'r:' .. ARGV[1]) == 1 then
+    return 2
+  end
+  redis.call('ZADD', KEYS[3], 'XX', us_text(now_us + tonumber(ARGV[2]) * 1000), ARGV[1])
+  expire_with_holders(KEYS[1], KEYS[3], now_us)
+  return 1
 end
 if owner ~= ARGV[1] then
   return -1

@@ -62,6 +62,9 @@ struct GrantRequest {
   /// Grants go in the order in which requests reached the server: a request with a live
   /// waiter ahead of it waits. Backends that queue (Backend::queues) keep waiters' places.
   bool fair = false;
+  /// kExclusive, waiting with its watch armed: how long its claim on a lock held shared
+  /// lasts (no new shared hold starts meanwhile); a later attempt renews it.
+  Millis claim{0};
 };
 
 struct GrantReply {

@@ -192,10 +192,14 @@ class ClientCore::Acquisition {
       const auto give_up_at = later(sent, backend_->config().command_timeout);
       // A place is asked for once the watch is armed, so that the grant's notice is not missed.
       const Millis asked = watch_ ? place_ : Millis{0};
+      // A waiting writer claims the lock from readers for as long as a place would last.
+      const Millis claim = watch_ && kind_ == LockKind::kExclusive
+                               ? queue_place(settings_, backend_->config())
+                               : Millis{0};
       GrantReply reply = backend_->acquire(GrantRequest{key_, owner_, first_ttl_, name_,
                                                         give_up_at, asked, watch_ != nullptr,
                                                         watch_.get(), kind_, settings_.permits,
-                                                        settings_.fair});
+                                                        settings_.fair, claim});
       maybe_applied_ = maybe_applied_ || reply.outcome_unknown;
       switch (reply.kind) {
         case GrantReply::Kind::kAcquired: {

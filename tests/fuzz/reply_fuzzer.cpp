@@ -68,6 +68,10 @@ void check_scripts(const Reply& reply) {
       DLOCK_FUZZ_CHECK(two_integers && first->integer == 0 && grant.ttl.count() >= 0,
                        "busy from a reply that does not say so, ttl {}", grant.ttl.count());
       break;
+    case GrantReply::Kind::kRefused:
+      DLOCK_FUZZ_CHECK(two_integers && first->integer == -2 && !grant.error.empty(),
+                       "refused from a reply that does not say so");
+      break;
     case GrantReply::Kind::kUnavailable:
       // Even an empty error reply ("-\r\n") must leave the refused Lease a reason.
       DLOCK_FUZZ_CHECK(!grant.error.empty(), "unavailable without a reason");

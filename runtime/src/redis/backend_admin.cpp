@@ -133,7 +133,7 @@ std::optional<AuditEntry> decode_audit(std::string_view text) {
 }  // namespace
 
 ScriptCall force_release_call(const LockKeys& keys) {
-  return ScriptCall{&force_release_script(), {keys.lock}, {keys.channel}};
+  return ScriptCall{&force_release_script(), {keys.lock, keys.holders}, {keys.channel}};
 }
 
 std::string scan_match(std::string_view service, std::string_view kind) {

@@ -32,7 +32,7 @@ LockKeys lock_keys(std::string_view service, std::string_view key) {
   base += ':';
   base += escape_key_part(key);
   base += '}';
-  return LockKeys{base + ":lock", base + ":fence", base + ":released"};
+  return LockKeys{base + ":lock", base + ":fence", base + ":released", base + ":holders"};
 }
 
 }  // namespace dlock::internal

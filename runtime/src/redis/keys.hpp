@@ -4,6 +4,7 @@
 //   service "shop", key "order:{7}"  ->  dlock:{shop:order%3A%7B7%7D}:lock
 //                                        dlock:{shop:order%3A%7B7%7D}:fence
 //                                        dlock:{shop:order%3A%7B7%7D}:released  (channel)
+//                                        dlock:{shop:order%3A%7B7%7D}:holders
 #pragma once
 
 #include <optional>
@@ -16,6 +17,7 @@ struct LockKeys {
   std::string lock;
   std::string fence;
   std::string channel;
+  std::string holders;  ///< a lock held shared or as a semaphore: its holders (holders.lua)
 };
 
 [[nodiscard]] LockKeys lock_keys(std::string_view service, std::string_view key);

@@ -19,18 +19,26 @@ const std::string& fence_lifetime_text() {
 
 ScriptCall acquire_call(const LockKeys& keys, const GrantRequest& request, Millis key_ttl,
                         std::int64_t not_after_us) {
-  return ScriptCall{&acquire_script(),
-                    {keys.lock, keys.fence},
-                    {std::string(request.owner), millis_text(key_ttl), std::to_string(not_after_us),
-                     host_name(), std::to_string(process_id()), std::to_string(thread_id()),
-                     std::string(request.name), fence_lifetime_text(),
-                     millis_text(request.place)}};
+  ScriptCall call{&acquire_script(),
+                  {keys.lock, keys.fence, keys.holders},
+                  {std::string(request.owner), millis_text(key_ttl), std::to_string(not_after_us),
+                   host_name(), std::to_string(process_id()), std::to_string(thread_id()),
+                   std::string(request.name), fence_lifetime_text(),
+                   millis_text(request.place)}};
+  if (request.kind == LockKind::kExclusive) {
+    call.args.push_back(millis_text(request.claim));
+  } else {
+    call.script = &acquire_shared_script();
+    call.args.emplace_back(request.kind == LockKind::kShared ? "S" : "P");
+    call.args.push_back(std::to_string(request.permits));
+  }
+  return call;
 }
 
 ScriptCall renew_call(const LockKeys& keys, std::string_view owner, Millis ttl,
                       std::uint64_t token_floor) {
   return ScriptCall{&renew_script(),
-                    {keys.lock, keys.fence},
+                    {keys.lock, keys.fence, keys.holders},
                     {std::string(owner), millis_text(ttl), std::to_string(token_floor),
                      fence_lifetime_text()}};
 }
@@ -38,7 +46,7 @@ ScriptCall renew_call(const LockKeys& keys, std::string_view owner, Millis ttl,
 ScriptCall release_call(const LockKeys& keys, std::string_view owner, Millis keep_for,
                         std::uint64_t token_floor) {
   return ScriptCall{&release_script(),
-                    {keys.lock, keys.fence},
+                    {keys.lock, keys.fence, keys.holders},
                     {std::string(owner), millis_text(keep_for), keys.channel,
                      std::to_string(token_floor), fence_lifetime_text()}};
 }
@@ -72,6 +80,10 @@ GrantReply grant_of(const Reply& reply) {
     // An earlier attempt may have been granted after all and lost the key to this owner
     // since, or may still be on its way.
     out.outcome_unknown = reply.after_uncertain_attempt();
+  } else if (*code == -2) {
+    out.kind = GrantReply::Kind::kRefused;
+    out.error = "the key is held as another kind of lock (a semaphore and a lock never share "
+                "a key)";
   } else {
     out.error = "the server answered after the command timeout; nothing was taken";
   }

@@ -58,6 +58,13 @@ class RedlockBackend final : public Backend {
                  std::shared_ptr<Metrics> metrics)
       : quorum_(std::move(quorum)), service_(std::move(service)), metrics_(std::move(metrics)) {}
 
+  // Shared holds: each on a majority, as an exclusive hold is, so the two always meet on
+  // some instance. Not permits: N holders on a majority each could together hold more than N
+  // permits (a semaphore needs a larger quorum); nor fair order yet.
+  [[nodiscard]] bool supports(LockKind kind, bool fair) const override {
+    return kind != LockKind::kPermit && !fair;
+  }
+
   GrantReply acquire(const GrantRequest& request) override {
     const auto start = Clock::now();
     const LockKeys keys = lock_keys(service_, request.key.str());

@@ -10,6 +10,13 @@ Script make(std::string_view name, std::string_view text) {
   return Script{name, text, sha1_hex(text)};
 }
 
+// A lock script that meets shared holds and permits, with the functions of holders.lua before
+// it. The text lives as long as the script (never destroyed: see below).
+Script with_holders(std::string_view name, std::string_view text) {
+  const auto* whole = new std::string(std::string(lua::kHoldersLua) + std::string(text));
+  return make(name, *whole);
+}
+
 std::vector<std::string_view> eval_argv(std::string_view verb, std::string_view body,
                                         const std::vector<std::string_view>& keys,
                                         const std::vector<std::string_view>& args,
@@ -38,16 +45,22 @@ bool is_noscript(const Reply& reply) { return reply.server_error() == ServerErro
 // destroyed.
 const Script& acquire_script() {
   static const Script* s =
-      new Script(make("acquire", lua::kAcquireLua));  // never destroyed: see below
+      new Script(with_holders("acquire", lua::kAcquireLua));  // never destroyed: see below
   return *s;
 }
 const Script& renew_script() {
-  static const Script* s = new Script(make("renew", lua::kRenewLua));  // never destroyed: see below
+  static const Script* s =
+      new Script(with_holders("renew", lua::kRenewLua));  // never destroyed: see below
   return *s;
 }
 const Script& release_script() {
   static const Script* s =
-      new Script(make("release", lua::kReleaseLua));  // never destroyed: see below
+      new Script(with_holders("release", lua::kReleaseLua));  // never destroyed: see below
+  return *s;
+}
+const Script& acquire_shared_script() {
+  static const Script* s = new Script(
+      with_holders("acquire_shared", lua::kAcquireSharedLua));  // never destroyed: see above
   return *s;
 }
 

@@ -18,6 +18,7 @@ struct Script {
 const Script& acquire_script();
 const Script& renew_script();
 const Script& release_script();
+const Script& acquire_shared_script();
 
 /// EVALSHA, falling back to EVAL (which also caches the script) after NOSCRIPT, as after
 /// a SCRIPT FLUSH or on a server that restarted.

@@ -1,0 +1,74 @@
+-- Grants a shared hold (ARGV[10] = 'S') or a permit of a semaphore of ARGV[11] permits
+-- (ARGV[10] = 'P') to ARGV[1], each with a fencing token of its own. Shared holds overlap one
+-- another, never an exclusive holder, and none starts while a writer waits (the 'wpending'
+-- claim acquire.lua leaves: writers are not starved). A semaphore has at most N holders.
+--
+-- KEYS[1]  the lock (see acquire.lua and holders.lua)   KEYS[2]  the fencing counter
+-- KEYS[3]  the holders set
+-- ARGV[1..9] as acquire.lua (a place in the queue is not taken: waiters of these kinds are
+--          woken by 'released' notifications)
+-- ARGV[10] 'S' or 'P'          ARGV[11] permits (P)
+--
+-- Returns {1, token, ttl} granted, {0, ttl, last token} busy, {-1, 0} too late, {-2, 0} the
+-- key is held as another kind of lock.
+local lock, holders = KEYS[1], KEYS[3]
+local now_us = server_now_us()
+local not_after = tonumber(ARGV[3])
+local late = not_after > 0 and now_us > not_after
+local marker = ARGV[10] == 'S' and '*shared' or '*permits'
+
+local owner = redis.call('HGET', lock, 'owner')
+if is_marker(owner) and prune_holders(lock, holders, now_us) == 0 then
+  clear_holders(lock, holders)
+  owner = nil
+end
+if owner == marker then
+  local mine = redis.call('HGET', lock, 'h:' .. ARGV[1])
+  if mine then
+    -- A retry of a request that was applied but whose reply was lost.
+    if late then
+      if end_hold(lock, holders, ARGV[1], 0, now_us) == nil then
+        redis.call('DEL', lock)
+      end
+      return {-1, 0}
+    end
+    local score = tonumber(redis.call('ZSCORE', holders, ARGV[1]))
+    return {1, tonumber(string.match(mine, '^(%d+)')),
+            math.max(1, math.ceil((score - now_us) / 1000))}
+  end
+end
+if late then
+  return {-1, 0}
+end
+local last = tonumber(redis.call('GET', KEYS[2]) or '0')
+if owner and owner ~= marker then
+  if is_marker(owner) or ARGV[10] == 'P' then
+    return {-2, 0}
+  end
+  local ttl = redis.call('PTTL', lock)
+  return {0, math.max(ttl, 1), last}
+end
+if ARGV[10] == 'S' then
+  local claim = tonumber(redis.call('HGET', lock, 'wpending') or '0')
+  if claim > now_us then
+    return {0, math.max(1, math.ceil((claim - now_us) / 1000)), last}
+  end
+elseif owner and redis.call('ZCARD', holders) >= tonumber(ARGV[11]) then
+  return {0, first_hold_left(holders, now_us), last}
+end
+
+if not owner then
+  redis.call('DEL', holders)  -- left by a forced release: no stale member may count
+end
+local token = math.max(last + 1, now_us)
+local token_text = us_text(token)
+redis.call('SET', KEYS[2], token_text, 'PX', ARGV[8])
+redis.call('HSET', lock, 'owner', marker, 'h:' .. ARGV[1],
+           token_text .. ' ' .. ARGV[2] .. ' ' .. us_text(math.floor(now_us / 1000)) .. ' ' ..
+           ARGV[4] .. ' ' .. ARGV[5] .. ' ' .. ARGV[6] .. ' ' .. ARGV[7])
+if ARGV[10] == 'P' then
+  redis.call('HSET', lock, 'permits', ARGV[11])
+end
+redis.call('ZADD', holders, us_text(now_us + tonumber(ARGV[2]) * 1000), ARGV[1])
+expire_with_holders(lock, holders, now_us)
+return {1, token, tonumber(ARGV[2])}
