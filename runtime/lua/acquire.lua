@@ -9,6 +9,7 @@
 --          <thread> <lock name>" and 'w:<owner>' = n. The queue lives and dies with the lock.
 -- KEYS[2]  the fencing counter of this lock (outlives the lock itself)
 -- KEYS[3]  the holders of the lock while it is held shared or as a semaphore (holders.lua)
+-- KEYS[4], KEYS[5]  the fair queue and its places (holders.lua)
 -- ARGV[1]  owner id            ARGV[2]  lease in ms
 -- ARGV[3]  not-after, server time in us (0: none): a request that arrives after its
 --          caller gave up must not leave a lock behind
@@ -17,7 +18,10 @@
 -- ARGV[9]  place in the queue, ms (0: do not queue): how long the place stays without being
 --          taken again by a later attempt of the same owner
 -- ARGV[10] a waiting writer's claim, ms (0: none): while the lock is held shared, no new
---          shared hold starts for this long (the claim's next try renews it)
+--          shared hold starts for this long (the claim's next try renews it); with fair
+--          order, how long the caller's place in the fair queue lasts
+-- ARGV[11] '1': fair order. Without it, a request still keeps to the fair queue while anyone
+--          has a place in it (it would jump that queue otherwise)
 --
 -- Returns {1, token, pttl} granted (pttl: the key's time left, which is less than the lease
 -- when an earlier attempt or a release granted it), {0, pttl, last token} busy,
@@ -59,8 +63,18 @@ end
 if late then
   return {-1, 0}
 end
+local claim = tonumber(ARGV[10]) or 0
+local live = {}
+if ARGV[11] == '1' or redis.call('EXISTS', KEYS[4]) == 1 then
+  live = fair_head(KEYS[4], KEYS[5], now_us)
+end
+local ordered = ARGV[11] == '1' or #live > 0
 if owner then
-  if place > 0 then
+  if ordered then
+    if claim > 0 then
+      fair_wait(KEYS[4], KEYS[5], ARGV[1], 'X', claim, now_us)
+    end
+  elseif place > 0 then
     local record = string.format('%.0f', now_us + place * 1000) .. ' ' .. ARGV[2] .. ' ' ..
                    ARGV[1] .. ' ' .. ARGV[4] .. ' ' .. ARGV[5] .. ' ' .. ARGV[6] .. ' ' .. ARGV[7]
     local n = redis.call('HGET', KEYS[1], 'w:' .. ARGV[1])
@@ -72,7 +86,6 @@ if owner then
       redis.call('HSET', KEYS[1], 'w:' .. ARGV[1], n, 'q:' .. n, record)
     end
   end
-  local claim = tonumber(ARGV[10]) or 0
   if owner == '*shared' and claim > 0 then
     local until_us = now_us + claim * 1000
     if until_us > tonumber(redis.call('HGET', KEYS[1], 'wpending') or '0') then
@@ -87,6 +100,17 @@ if owner then
     ttl = 1
   end
   return {0, ttl, tonumber(redis.call('GET', KEYS[2]) or '0')}
+end
+
+if ordered then
+  if not fair_turn(KEYS[4], live, ARGV[1], 'X') then
+    -- Free, but a waiter that came first has the next turn.
+    if claim > 0 then
+      fair_wait(KEYS[4], KEYS[5], ARGV[1], 'X', claim, now_us)
+    end
+    return {0, 0, tonumber(redis.call('GET', KEYS[2]) or '0')}
+  end
+  fair_leave(KEYS[4], KEYS[5], ARGV[1])
 end
 
 -- Tokens only grow: past the last one, and never below the server clock in microseconds,

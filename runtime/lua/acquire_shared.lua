@@ -4,10 +4,12 @@
 -- claim acquire.lua leaves: writers are not starved). A semaphore has at most N holders.
 --
 -- KEYS[1]  the lock (see acquire.lua and holders.lua)   KEYS[2]  the fencing counter
--- KEYS[3]  the holders set
+-- KEYS[3]  the holders set    KEYS[4], KEYS[5]  the fair queue and its places
 -- ARGV[1..9] as acquire.lua (a place in the queue is not taken: waiters of these kinds are
 --          woken by 'released' notifications)
 -- ARGV[10] 'S' or 'P'          ARGV[11] permits (P)
+-- ARGV[12] '1': fair order (see acquire.lua)
+-- ARGV[13] how long the caller's place in the fair queue lasts, ms (0: it does not wait)
 --
 -- Returns {1, token, ttl} granted, {0, ttl, last token} busy, {-1, 0} too late, {-2, 0} the
 -- key is held as another kind of lock.
@@ -41,20 +43,42 @@ if late then
   return {-1, 0}
 end
 local last = tonumber(redis.call('GET', KEYS[2]) or '0')
-if owner and owner ~= marker then
-  if is_marker(owner) or ARGV[10] == 'P' then
-    return {-2, 0}
+if owner and owner ~= marker and (is_marker(owner) or ARGV[10] == 'P') then
+  return {-2, 0}
+end
+local live = {}
+if ARGV[12] == '1' or redis.call('EXISTS', KEYS[4]) == 1 then
+  live = fair_head(KEYS[4], KEYS[5], now_us)
+end
+local ordered = ARGV[12] == '1' or #live > 0
+local function busy(ttl)
+  local place_ms = tonumber(ARGV[13]) or 0
+  if ordered and place_ms > 0 then
+    fair_wait(KEYS[4], KEYS[5], ARGV[1], ARGV[10], place_ms, now_us)
   end
-  local ttl = redis.call('PTTL', lock)
-  return {0, math.max(ttl, 1), last}
+  return {0, ttl, last}
+end
+if owner and owner ~= marker then
+  return busy(math.max(redis.call('PTTL', lock), 1))
+end
+local ahead = 0
+if ordered then
+  local turn
+  turn, ahead = fair_turn(KEYS[4], live, ARGV[1], ARGV[10])
+  if not turn then
+    return busy(0)
+  end
 end
 if ARGV[10] == 'S' then
   local claim = tonumber(redis.call('HGET', lock, 'wpending') or '0')
   if claim > now_us then
-    return {0, math.max(1, math.ceil((claim - now_us) / 1000)), last}
+    return busy(math.max(1, math.ceil((claim - now_us) / 1000)))
   end
-elseif owner and redis.call('ZCARD', holders) >= tonumber(ARGV[11]) then
-  return {0, first_hold_left(holders, now_us), last}
+elseif redis.call('ZCARD', holders) + ahead >= tonumber(ARGV[11]) then
+  return busy(owner and first_hold_left(holders, now_us) or 0)
+end
+if ordered then
+  fair_leave(KEYS[4], KEYS[5], ARGV[1])
 end
 
 if not owner then

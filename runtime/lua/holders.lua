@@ -76,3 +76,85 @@ local function end_hold(lock, holders, owner, keep_for, now_us)
   return nil
 end
 
+-- Fair order. A fair lock's waiters keep a place in its queue, which outlives the lock:
+-- a sorted set of owner -> ticket (strictly increasing, from the server's clock: the order in
+-- which requests reached the server) and a hash of owner -> "<place ends, server us> <kind>"
+-- ('X', 'S' or 'P'), with '#last' the last ticket given. A place lapses unless its waiter's
+-- next try renews it, so a waiter that died stops holding the queue up within one place.
+
+-- The live places at the head of the queue, first first (at most 16: enough to decide any
+-- request; the rest are looked at as the head moves), lapsed ones dropped on the way.
+local function fair_head(queue, places, now_us)
+  local live = {}
+  for _, member in ipairs(redis.call('ZRANGE', queue, 0, 15)) do
+    local record = redis.call('HGET', places, member)
+    local ends, kind
+    if record then
+      ends, kind = string.match(record, '^(%d+) (%a)$')
+    end
+    if ends and tonumber(ends) > now_us then
+      live[#live + 1] = {member, kind}
+    else
+      redis.call('ZREM', queue, member)
+      redis.call('HDEL', places, member)
+    end
+  end
+  return live
+end
+
+-- Whether the places ahead of `owner` let it take the lock as `kind` now, and how many
+-- permits the places ahead take first. Places of compatible kinds (shared after shared,
+-- permits after permits) are served together.
+local function fair_turn(queue, live, owner, kind)
+  local ahead = 0
+  for _, place in ipairs(live) do
+    if place[1] == owner then
+      return true, ahead
+    end
+    if kind == 'P' and place[2] == 'P' then
+      ahead = ahead + 1
+    elseif not (kind == 'S' and place[2] == 'S') then
+      return false, ahead
+    end
+  end
+  -- Not among the first 16: only if there is nobody beyond them.
+  return redis.call('ZCARD', queue) <= #live, ahead
+end
+
+-- Takes (or renews) the place of `owner` for `place_ms`; its ticket is kept.
+local function fair_wait(queue, places, owner, kind, place_ms, now_us)
+  if not redis.call('ZSCORE', queue, owner) then
+    local ticket = math.max(tonumber(redis.call('HGET', places, '#last') or '0') + 1, now_us)
+    redis.call('ZADD', queue, us_text(ticket), owner)
+    redis.call('HSET', places, '#last', us_text(ticket))
+  end
+  redis.call('HSET', places, owner, us_text(now_us + place_ms * 1000) .. ' ' .. kind)
+  for _, key in ipairs({queue, places}) do
+    if redis.call('PTTL', key) < place_ms then
+      redis.call('PEXPIRE', key, place_ms)
+    end
+  end
+end
+
+local function fair_leave(queue, places, owner)
+  redis.call('ZREM', queue, owner)
+  redis.call('HDEL', places, owner)
+end
+
+-- After a release: tells the waiters whose turn it is ('turn <owner>': only they wake), up to
+-- `room` of them for permits. Returns false when nobody keeps a place.
+local function fair_announce(queue, places, channel, room, now_us)
+  local live = fair_head(queue, places, now_us)
+  if #live == 0 then
+    return false
+  end
+  local first = live[1][2]
+  for i, place in ipairs(live) do
+    if i > 1 and (first == 'X' or place[2] ~= first or i > room) then
+      break
+    end
+    redis.pcall('PUBLISH', channel, 'turn ' .. place[1])
+  end
+  return true
+end
+

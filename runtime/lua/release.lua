@@ -5,6 +5,9 @@
 -- KEYS[2]  the fencing counter of this lock
 -- KEYS[3]  the holders (holders.lua): a shared hold or a permit ends there, and the last one
 --          to end hands the lock on as an exclusive release does
+-- KEYS[4], KEYS[5]  the fair queue and its places (holders.lua): the caller leaves it, and
+--          while anyone keeps a place there the lock is not handed on: the waiters whose turn
+--          it is are told ('turn <owner>'), and only they wake
 -- ARGV[1]  owner id
 -- ARGV[2]  keep-for in ms: > 0 leaves the key to expire then (min_hold), 0 releases it now
 -- ARGV[3]  the release channel (a channel, not a key: in a cluster it is published to
@@ -22,7 +25,8 @@ local floor = tonumber(ARGV[4])
 if floor > 0 and tonumber(redis.call('GET', KEYS[2]) or '0') < floor then
   redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[5])
 end
-local lock = redis.call('HMGET', KEYS[1], 'owner', 'qhead', 'qtail')
+fair_leave(KEYS[4], KEYS[5], ARGV[1])
+local lock = redis.call('HMGET', KEYS[1], 'owner', 'qhead', 'qtail', 'permits')
 local owner = lock[1]
 if not owner then
   return 0
@@ -38,9 +42,12 @@ if is_marker(owner) then
     end
   end
   if ended ~= nil then
-    -- A permit that came free may go to whoever asks first.
+    -- A permit that came free goes to the next in the fair queue, else to whoever asks first.
     if ended == 1 and owner == '*permits' then
-      redis.pcall('PUBLISH', ARGV[3], 'released')
+      local room = tonumber(lock[4] or '1') - redis.call('ZCARD', KEYS[3])
+      if not fair_announce(KEYS[4], KEYS[5], ARGV[3], room, now_us) then
+        redis.pcall('PUBLISH', ARGV[3], 'released')
+      end
     end
     return ended
   end
@@ -64,6 +71,15 @@ end
 -- fields; places given up or lapsed are passed over, at most 16 per release (beyond that
 -- the rest of the queue goes with the lock, and its waiters queue again with their next try).
 local head, tail = tonumber(lock[2] or '1'), tonumber(lock[3] or '0')
+local fair = false
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  now_us = now_us or server_now_us()
+  if #fair_head(KEYS[4], KEYS[5], now_us) > 0 then
+    -- The fair queue decides who is next: no hand-off past it.
+    fair = true
+    head = tail + 1
+  end
+end
 for _ = 1, 16 do
   if head > tail then
     break
@@ -115,5 +131,7 @@ else
 end
 -- The release has happened; a notification refused (say, an ACL user without channel
 -- permissions) only costs waiters a poll, so it must not turn the release into an error.
-redis.pcall('PUBLISH', ARGV[3], 'released')
+if not (fair and fair_announce(KEYS[4], KEYS[5], ARGV[3], 1000000, now_us)) then
+  redis.pcall('PUBLISH', ARGV[3], 'released')
+end
 return 1

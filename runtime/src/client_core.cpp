@@ -185,15 +185,16 @@ class ClientCore::Acquisition {
       // The first try takes a place in the queue: arrival at the server is what orders a
       // fair lock, so its watch is armed before it.
       watch_ = backend_->watch(key_);
-      if (place_ > Millis{0}) watch_->expect_grant(owner_, 0);
+      watch_->expect_grant(owner_, 0);  // also wakes it for its turn
     }
     for (;;) {
       const auto sent = Clock::now();
       const auto give_up_at = later(sent, backend_->config().command_timeout);
       // A place is asked for once the watch is armed, so that the grant's notice is not missed.
       const Millis asked = watch_ ? place_ : Millis{0};
-      // A waiting writer claims the lock from readers for as long as a place would last.
-      const Millis claim = watch_ && kind_ == LockKind::kExclusive
+      // A waiting writer claims the lock from readers, and a fair waiter its place in the
+      // queue, for as long as a place would last.
+      const Millis claim = watch_ && (kind_ == LockKind::kExclusive || settings_.fair)
                                ? queue_place(settings_, backend_->config())
                                : Millis{0};
       GrantReply reply = backend_->acquire(GrantRequest{key_, owner_, first_ttl_, name_,
@@ -241,7 +242,7 @@ class ClientCore::Acquisition {
     bump(core_.metrics_->contention);
     bump(series_->contention);
     met_busy_ = true;
-    if (asked > Millis{0}) {
+    if (asked > Millis{0} || (settings_.fair && watch_)) {
       // In the queue now. A grant to us from here on carries a token above the key's last
       // one, and the release that makes it runs after this request was sent.
       queued_ = true;
@@ -264,7 +265,9 @@ class ClientCore::Acquisition {
     }
     auto pause = pause_before_retry(backend_->config().poll_interval, reply.ttl);
     // Our place lapses unless a later try renews it.
-    if (queued_) pause = std::min<Clock::duration>(pause, place_ / 3);
+    if (queued_) {
+      pause = std::min<Clock::duration>(pause, queue_place(settings_, backend_->config()) / 3);
+    }
     switch (watch_->wait_until(std::min(deadline_, later(now, pause)))) {
       case ReleaseWatch::Wake::kGranted:
         bump(core_.metrics_->wakeups);

@@ -3,6 +3,10 @@
 // by the ConfigError that acquire() throws for it).
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <mutex>
@@ -227,6 +231,39 @@ TEST_P(LockKinds, AWaiterThatGaveUpLeavesTheFairQueue) {
   holder.release();
   // b left its place when it gave up: c, later, is not kept behind it.
   EXPECT_TRUE(c.acquire("ticket", fair(10s, 500ms)));
+}
+
+// A waiter in another process that dies keeps its place only until the place lapses (no
+// later than its lease): the queue moves on without it.
+TEST_P(LockKinds, AKilledFairWaiterStopsHoldingUpTheQueue) {
+  if (GetParam() == "memory") GTEST_SKIP() << "one process's store: no other process can wait";
+  Client a = make_client(), b = make_client();
+  Lease holder = first(a, "ticket", fair(10s));
+  DLOCK_SKIP_UNLESS_OFFERED();
+  ASSERT_TRUE(holder);
+  const Config config = topo_->config();
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    Client waiter(config);
+    Lease lease = waiter.acquire("ticket", fair(1s, 30s));
+    ::_exit(lease ? 3 : 4);  // not reached before the kill, unless the queue is broken
+  }
+  std::this_thread::sleep_for(500ms);  // the child has queued
+  std::thread behind([&] {
+    const auto started = Clock::now();
+    Lease lease = b.acquire("ticket", fair(10s, 8s));
+    EXPECT_TRUE(lease) << lease.error();
+    // The child's place (at most its 1 s lease) lapses, then b's next try gets the lock.
+    EXPECT_LT(ms_since(started), 4000);
+  });
+  ASSERT_TRUE(wait_until([&] { return b.metrics().contention >= 1; }, 2s, 1ms));
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status)) << "the child got the lock while it was held";
+  holder.release();
+  behind.join();
 }
 
 // ---- permits ----

@@ -104,8 +104,8 @@ class ClusterBackend final : public RoutedBackend {
   }
 
   [[nodiscard]] bool hands_off() const override { return true; }
-  // Shared holds and permits (holders.lua); fair order not yet.
-  [[nodiscard]] bool supports(LockKind /*kind*/, bool fair) const override { return !fair; }
+  // Every kind (holders.lua).
+  [[nodiscard]] bool supports(LockKind /*kind*/, bool /*fair*/) const override { return true; }
 
  private:
   Reply on_server_of(std::string_view redis_key, Clock::time_point deadline,

@@ -32,7 +32,8 @@ LockKeys lock_keys(std::string_view service, std::string_view key) {
   base += ':';
   base += escape_key_part(key);
   base += '}';
-  return LockKeys{base + ":lock", base + ":fence", base + ":released", base + ":holders"};
+  return LockKeys{base + ":lock",    base + ":fence",  base + ":released",
+                  base + ":holders", base + ":queue", base + ":places"};
 }
 
 }  // namespace dlock::internal

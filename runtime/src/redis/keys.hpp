@@ -5,6 +5,7 @@
 //                                        dlock:{shop:order%3A%7B7%7D}:fence
 //                                        dlock:{shop:order%3A%7B7%7D}:released  (channel)
 //                                        dlock:{shop:order%3A%7B7%7D}:holders
+//                                        dlock:{shop:order%3A%7B7%7D}:queue, :places
 #pragma once
 
 #include <optional>
@@ -18,6 +19,8 @@ struct LockKeys {
   std::string fence;
   std::string channel;
   std::string holders;  ///< a lock held shared or as a semaphore: its holders (holders.lua)
+  std::string queue;    ///< the fair queue: owner -> ticket (holders.lua)
+  std::string places;   ///< the places in the fair queue: owner -> when it lapses, kind
 };
 
 [[nodiscard]] LockKeys lock_keys(std::string_view service, std::string_view key);

@@ -20,17 +20,21 @@ const std::string& fence_lifetime_text() {
 ScriptCall acquire_call(const LockKeys& keys, const GrantRequest& request, Millis key_ttl,
                         std::int64_t not_after_us) {
   ScriptCall call{&acquire_script(),
-                  {keys.lock, keys.fence, keys.holders},
+                  {keys.lock, keys.fence, keys.holders, keys.queue, keys.places},
                   {std::string(request.owner), millis_text(key_ttl), std::to_string(not_after_us),
                    host_name(), std::to_string(process_id()), std::to_string(thread_id()),
                    std::string(request.name), fence_lifetime_text(),
                    millis_text(request.place)}};
+  const char* fair = request.fair ? "1" : "0";
   if (request.kind == LockKind::kExclusive) {
     call.args.push_back(millis_text(request.claim));
+    call.args.emplace_back(fair);
   } else {
     call.script = &acquire_shared_script();
     call.args.emplace_back(request.kind == LockKind::kShared ? "S" : "P");
     call.args.push_back(std::to_string(request.permits));
+    call.args.emplace_back(fair);
+    call.args.push_back(millis_text(request.claim));
   }
   return call;
 }
@@ -46,7 +50,7 @@ ScriptCall renew_call(const LockKeys& keys, std::string_view owner, Millis ttl,
 ScriptCall release_call(const LockKeys& keys, std::string_view owner, Millis keep_for,
                         std::uint64_t token_floor) {
   return ScriptCall{&release_script(),
-                    {keys.lock, keys.fence, keys.holders},
+                    {keys.lock, keys.fence, keys.holders, keys.queue, keys.places},
                     {std::string(owner), millis_text(keep_for), keys.channel,
                      std::to_string(token_floor), fence_lifetime_text()}};
 }

@@ -118,8 +118,8 @@ class MasterBackend final : public RoutedBackend {
   // With wait_replicas, a grant counts only once WAIT confirms it, which a grant made by
   // someone else's release cannot wait for: waiters then take the lock themselves.
   [[nodiscard]] bool hands_off() const override { return config_.wait_replicas == 0; }
-  // Shared holds and permits (holders.lua); fair order not yet.
-  [[nodiscard]] bool supports(LockKind /*kind*/, bool fair) const override { return !fair; }
+  // Every kind (holders.lua).
+  [[nodiscard]] bool supports(LockKind /*kind*/, bool /*fair*/) const override { return true; }
 
  private:
   Reply on_server_of(std::string_view, Clock::time_point deadline,
