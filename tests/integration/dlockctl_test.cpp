@@ -1,7 +1,7 @@
 // dlockctl against real redis-servers: every command, locks held by other processes, a
 // forced release that wakes a waiter and is recorded, a bad configuration, an unknown key,
 // unreachable servers, the --json output parsed field by field, and a Redlock group. Also
-// dlock::Admin on the memory backend.
+// dlock::Admin on the memory backend, and the output of lock kinds formatted from its locks.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dlock/admin.hpp"
+#include "output.hpp"
 #include "dlock/schedule.hpp"
 #include "ha_fixtures.hpp"
 
@@ -128,6 +129,8 @@ TEST_F(Dlockctl, ListAndInspectShowLocksHeldByAnotherProcess) {
   EXPECT_NE(table.output.find("order:{7}"), std::string::npos) << table.output;
   EXPECT_NE(table.output.find(token), std::string::npos) << table.output;
   EXPECT_NE(table.output.find(std::to_string(worker.pid())), std::string::npos) << table.output;
+  EXPECT_EQ(table.output.rfind("KEY          MODE  OWNER", 0), 0u) << table.output;
+  EXPECT_NE(table.output.find("order:{7}    X     "), std::string::npos) << table.output;
 
   auto list = parse_json(ctl({"--config", config, "--json", "list", "order:*"}).output);
   ASSERT_EQ(list["locks.#"], "1");
@@ -145,6 +148,11 @@ TEST_F(Dlockctl, ListAndInspectShowLocksHeldByAnotherProcess) {
   EXPECT_LE(ttl, 30000);
   EXPECT_EQ(list["locks.0.min_hold"], "false");
   EXPECT_EQ(list["locks.0.instances.#"], "0");
+  // Redis keeps one holder per key: the fields above are it.
+  EXPECT_EQ(list["locks.0.mode"], "\"exclusive\"");
+  EXPECT_EQ(list["locks.0.permits"], "0");
+  EXPECT_EQ(list["locks.0.holders.#"], "0");
+  EXPECT_EQ(list["locks.0.queue.#"], "0");
   EXPECT_GT(std::stoll(list["locks.0.acquired_at_ms"]), 1'600'000'000'000LL);
   EXPECT_NE(list["locks.0.host"], "\"\"");
 
@@ -156,6 +164,7 @@ TEST_F(Dlockctl, ListAndInspectShowLocksHeldByAnotherProcess) {
   auto inspect = ctl({"--config", config, "inspect", "order:{7}"});
   EXPECT_EQ(inspect.status, 0);
   EXPECT_NE(inspect.output.find(token), std::string::npos) << inspect.output;
+  EXPECT_EQ(inspect.output.find("mode:"), std::string::npos) << "as before: " << inspect.output;
   auto one = parse_json(ctl({"--config", config, "--json", "inspect", "order:{7}"}).output);
   EXPECT_EQ(one["lock.owner"], list["locks.0.owner"]);
   EXPECT_EQ(one["lock.token"], token);
@@ -315,14 +324,18 @@ TEST_F(Dlockctl, UnreachableServerExitsFourWithinTheTimeouts) {
   EXPECT_NE(r.output.find("Connection refused"), std::string::npos) << r.output;
 }
 
-TEST(DlockctlMemory, AdminOnTheMemoryBackend) {
+Config memory_config() {
   Config config;
   config.service = unique_service();
   BackendConfig memory;
   memory.name = "default";
   memory.topology = Topology::kMemory;
   config.backends["default"] = memory;
-  Client client(config);
+  return config;
+}
+
+TEST(DlockctlMemory, AdminOnTheMemoryBackend) {
+  Client client(memory_config());
   Admin admin(client);
   Lease a = client.try_acquire(std::string("m:1"), settings(10s), "first");
   Lease b = client.try_acquire(std::string("n:1"), settings(10s));
@@ -345,6 +358,139 @@ TEST(DlockctlMemory, AdminOnTheMemoryBackend) {
   EXPECT_EQ(history[0].note, "test");
   Lease again = client.try_acquire(std::string("m:1"), settings(10s));
   EXPECT_TRUE(again) << "free after the forced release";
+}
+
+// ---- lock kinds: the output functions on locks of the memory backend ----------------------
+
+LockSettings kind(Millis lease, LockMode mode, int permits = 0, bool fair = false,
+                  Millis wait = 0ms) {
+  LockSettings s = settings(lease, wait);
+  s.mode = mode;
+  s.permits = permits;
+  s.fair = fair;
+  return s;
+}
+
+// An engine that keeps one holder per key (Redis, PostgreSQL, ZooKeeper, etcd): no holders.
+LockInfo one_holder_lock() {
+  LockInfo l;
+  l.key = "order:{7}";
+  l.owner = "0216:0";
+  l.host = "vm";
+  l.pid = 11043;
+  l.thread = 11044;
+  l.name = "holder";
+  l.token = 17;
+  l.acquired_at_ms = 1795247436959;
+  l.lease = 30s;
+  l.ttl = 28200ms;
+  return l;
+}
+
+TEST(DlockctlKinds, APlainLockPrintsAsBeforeWithModeX) {
+  const LockInfo l = one_holder_lock();
+  EXPECT_EQ(dlockctl::mode_text(l), "X");
+  EXPECT_EQ(dlockctl::table_text(dlockctl::list_rows({l})),
+            "KEY        MODE  OWNER   HOST  PID    NAME    TOKEN  TTL\n"
+            "order:{7}  X     0216:0  vm    11043  holder  17     28.2s\n");
+  EXPECT_EQ(dlockctl::lock_detail_text(l),
+            "key:          order:{7}\n"
+            "owner:        0216:0\n"
+            "host:         vm\n"
+            "pid:          11043\n"
+            "thread:       11044\n"
+            "name:         holder\n"
+            "token:        17\n"
+            "acquired at:  2026-11-21T07:50:36.959Z (server clock)\n"
+            "lease:        30.0s\n"
+            "ttl:          28.2s\n"
+            "min_hold:     no\n");
+  auto json = parse_json(dlockctl::json_lock(l));
+  EXPECT_EQ(json["mode"], "\"exclusive\"");
+  EXPECT_EQ(json["permits"], "0");
+  EXPECT_EQ(json["holders.#"], "0");
+  EXPECT_EQ(json["queue.#"], "0");
+}
+
+TEST(DlockctlKinds, SharedHoldersAreCountedAndEachListed) {
+  const Config config = memory_config();
+  Client a(config), b(config), c(config);
+  Admin admin(a);
+  Lease one = a.try_acquire(std::string("doc:1"), kind(10s, LockMode::kShared), "reader");
+  Lease two = b.try_acquire(std::string("doc:1"), kind(10s, LockMode::kShared), "reader");
+  Lease three = c.try_acquire(std::string("doc:1"), kind(10s, LockMode::kShared));
+  Lease plain = a.try_acquire(std::string("plain:1"), settings(10s), "writer");
+  ASSERT_TRUE(one && two && three && plain);
+  const auto locks = admin.list();
+  ASSERT_EQ(locks.size(), 2u);
+  EXPECT_EQ(dlockctl::mode_text(locks[0]), "Sx3");
+  EXPECT_EQ(dlockctl::mode_text(locks[1]), "X");
+  const auto rows = dlockctl::list_rows(locks);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0][1], "MODE");
+  EXPECT_EQ(rows[1][0], "doc:1");
+  EXPECT_EQ(rows[1][1], "Sx3");
+  EXPECT_EQ(rows[1][6], std::to_string(one.token()));  // the first holder's fields
+
+  const std::string detail = dlockctl::lock_detail_text(locks[0]);
+  EXPECT_NE(detail.find("mode:         Sx3\n"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("holders:\n  OWNER"), std::string::npos) << detail;
+  for (const Lease* lease : {&one, &two, &three}) {
+    EXPECT_NE(detail.find(std::to_string(lease->token())), std::string::npos) << detail;
+  }
+  EXPECT_EQ(detail.find("queue:"), std::string::npos) << detail;
+  // A plain lock of the memory backend (one holder) prints as on every other engine.
+  const std::string plain_detail = dlockctl::lock_detail_text(locks[1]);
+  EXPECT_EQ(plain_detail.find("mode:"), std::string::npos) << plain_detail;
+  EXPECT_EQ(plain_detail.find("holders:"), std::string::npos) << plain_detail;
+
+  auto json = parse_json(dlockctl::json_lock(locks[0]));
+  EXPECT_EQ(json["mode"], "\"shared\"");
+  EXPECT_EQ(json["permits"], "0");
+  ASSERT_EQ(json["holders.#"], "3");
+  EXPECT_EQ(json["holders.0.token"], std::to_string(one.token()));
+  EXPECT_EQ(json["holders.2.token"], std::to_string(three.token()));
+  EXPECT_EQ(json["holders.0.name"], "\"reader\"");
+  EXPECT_EQ(json["holders.2.name"], "\"\"");
+  EXPECT_EQ(json["holders.1.pid"], std::to_string(::getpid()));
+  EXPECT_EQ(json["holders.1.min_hold"], "false");
+  EXPECT_GT(std::stol(json["holders.1.ttl_ms"]), 9000);
+  EXPECT_EQ(json["queue.#"], "0");
+}
+
+TEST(DlockctlKinds, PermitsShowUsedOfAllAndAFairWaiterIsQueued) {
+  const Config config = memory_config();
+  Client a(config), b(config), w(config);
+  Admin admin(a);
+  Lease one = a.try_acquire(std::string("stock:1"), kind(10s, LockMode::kExclusive, 3));
+  Lease two = b.try_acquire(std::string("stock:1"), kind(10s, LockMode::kExclusive, 3));
+  Lease held = a.try_acquire(std::string("turn:1"), settings(10s));
+  ASSERT_TRUE(one && two && held);
+  std::thread waiter([&] {
+    EXPECT_TRUE(w.acquire(std::string("turn:1"), kind(10s, LockMode::kExclusive, 0, true, 8s)));
+  });
+  ASSERT_TRUE(wait_until([&] { return !admin.inspect("turn:1")->queue.empty(); }, 3s, 5ms));
+  const auto locks = admin.list();
+  ASSERT_EQ(locks.size(), 2u);
+  EXPECT_EQ(dlockctl::mode_text(locks[0]), "P 2/3");
+  EXPECT_EQ(dlockctl::mode_text(locks[1]), "X+fair");
+  EXPECT_NE(dlockctl::lock_detail_text(locks[0]).find("mode:         P 2/3\n"), std::string::npos);
+  const std::string detail = dlockctl::lock_detail_text(locks[1]);
+  EXPECT_EQ(detail.find("holders:"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("queue:\n  OWNER"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("  exclusive  yes   "), std::string::npos) << detail;
+
+  auto permits = parse_json(dlockctl::json_lock(locks[0]));
+  EXPECT_EQ(permits["mode"], "\"permits\"");
+  EXPECT_EQ(permits["permits"], "3");
+  EXPECT_EQ(permits["holders.#"], "2");
+  auto fair = parse_json(dlockctl::json_lock(locks[1]));
+  ASSERT_EQ(fair["queue.#"], "1");
+  EXPECT_EQ(fair["queue.0.mode"], "\"exclusive\"");
+  EXPECT_EQ(fair["queue.0.fair"], "true");
+  EXPECT_GT(std::stol(fair["queue.0.ttl_ms"]), 0);
+  held.release();
+  waiter.join();
 }
 
 TEST(DlockctlGlob, MatchesLikeTheShell) {

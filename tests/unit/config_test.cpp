@@ -152,6 +152,20 @@ const BadFile kBadFiles[] = {
     {"MinHoldAboveMaxHoldIsRefused", "policies:\n  p: {min_hold: 10m, max_hold: 30s}\n", "2:17",
      "policies.p.min_hold: min_hold 10m exceeds max_hold 30s"},
 
+    // Lock kinds: fair and permits are settings; the mode belongs to the code.
+    {"ZeroPermitsIsRefused", "defaults:\n  permits: 0\n", "2:12",
+     "defaults.permits: must be between 1 and 1000000, got 0"},
+    {"PermitsAboveTheMostIsRefused", "locks:\n  \"shop::f\": {permits: 1000001}\n", "2:24",
+     "locks.shop::f.permits: must be between 1 and 1000000, got 1000001"},
+    {"PermitsThatAreNoNumberAreRefused", "policies:\n  p: {permits: x}\n", "2:16",
+     "policies.p.permits: expected a whole number, got 'x'"},
+    {"FairThatIsNoBooleanIsRefused", "locks:\n  \"shop::f\": {fair: maybe}\n", "2:21",
+     "locks.shop::f.fair: expected true or false, got 'maybe'"},
+    {"ModeInTheFileIsRefused", "defaults:\n  mode: shared\n", "2:3",
+     "defaults.mode: is set in the guard attribute or the runtime API only"},
+    {"ModeInAPolicyIsRefused", "policies:\n  readers: {mode: shared}\n", "2:13",
+     "policies.readers.mode: is set in the guard attribute or the runtime API only"},
+
     // Addresses.
     {"PortOutOfRangeIsRefused",
      "backends:\n  default:\n    topology: single\n    address: 127.0.0.1:70000\n", "4:14",
@@ -448,6 +462,38 @@ locks:
   EXPECT_FALSE(reports.lease);
   EXPECT_EQ(config.locks.at("shop::place_order").lease, 45s);
   EXPECT_EQ(config.locks.at("shop::place_order").wait, 0s);
+}
+
+TEST(ParseConfig, FairAndPermitsAtEveryLevelResolveIntoLockSettings) {
+  const Config config = parse_config(R"(
+backends:
+  default: {topology: memory}
+defaults: {fair: true}
+policies:
+  pool: {permits: 3}
+  unfair: {fair: false}
+locks:
+  "shop::stock": {permits: 5}
+)",
+                                     kSource);
+  EXPECT_EQ(config.defaults.fair, true);
+  EXPECT_FALSE(config.defaults.permits);
+  EXPECT_EQ(config.policies.at("pool").permits, 3);
+  EXPECT_FALSE(config.policies.at("pool").fair) << "not set in the policy";
+  EXPECT_EQ(config.policies.at("unfair").fair, false);
+
+  const LockSettings plain = config.resolve("g", "", {});
+  EXPECT_TRUE(plain.fair);
+  EXPECT_EQ(plain.permits, 0);
+  EXPECT_EQ(plain.mode, LockMode::kExclusive);
+  const LockSettings pool = config.resolve("g", "pool", {});
+  EXPECT_EQ(pool.permits, 3);
+  EXPECT_TRUE(pool.fair);
+  EXPECT_FALSE(config.resolve("g", "unfair", {}).fair);
+  EXPECT_EQ(config.resolve("shop::stock", "pool", {}).permits, 5) << "locks beats the policy";
+  LockOverrides shared;
+  shared.mode = LockMode::kShared;
+  EXPECT_EQ(config.resolve("g", "", shared).mode, LockMode::kShared);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -857,6 +903,41 @@ TEST(Resolve, MinHoldAboveMaxHoldAcrossLevelsFails) {
     FAIL() << "no error";
   } catch (const ConfigError& error) {
     EXPECT_STREQ(error.what(), "<built-in>: error: guard 'g': min_hold 1m exceeds max_hold 30s");
+  }
+}
+
+TEST(Resolve, PermitsFromTheAttributeWithModeSharedFail) {
+  LockOverrides attribute;
+  attribute.mode = LockMode::kShared;
+  attribute.permits = 3;
+  try {
+    (void)Config::builtin().resolve("g", "", attribute);
+    FAIL() << "no error";
+  } catch (const ConfigError& error) {
+    EXPECT_NE(std::string(error.what()).find("guard 'g': permits=3 cannot be used with mode=shared"),
+              std::string::npos)
+        << error.what();
+  }
+  // Permits from a policy meet the attribute's mode=shared the same way.
+  Config config = Config::builtin();
+  config.policies["pool"].permits = 2;
+  LockOverrides shared;
+  shared.mode = LockMode::kShared;
+  EXPECT_THROW((void)config.resolve("g", "pool", shared), ConfigError);
+}
+
+TEST(Resolve, AttributePermitsOutOfRangeFail) {
+  for (const int permits : {-1, kMaxPermits + 1}) {
+    LockOverrides attribute;
+    attribute.permits = permits;
+    try {
+      (void)Config::builtin().resolve("g", "", attribute);
+      FAIL() << "no error for " << permits;
+    } catch (const ConfigError& error) {
+      EXPECT_NE(std::string(error.what()).find("is out of range: a semaphore has 1 to 1000000"),
+                std::string::npos)
+          << error.what();
+    }
   }
 }
 

@@ -1,5 +1,5 @@
 // The metrics registry, its Prometheus rendering and the event log lines, checked against
-// known activity on the memory backend.
+// known activity on the memory backend; the counters of the lock kinds on a client of their own.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -46,6 +46,18 @@ struct Exposition {
     auto found = find(metric, name);
     if (found.size() != 1) {
       ADD_FAILURE() << metric << "{name=" << name << "}: " << found.size() << " samples";
+      return -1;
+    }
+    return std::stod(found[0]->value);
+  }
+  /// A client-wide counter: the one sample of `metric` without labels.
+  [[nodiscard]] double value(const std::string& metric) const {
+    std::vector<const Sample*> found;
+    for (const auto& s : samples) {
+      if (s.metric == metric && s.labels.empty()) found.push_back(&s);
+    }
+    if (found.size() != 1) {
+      ADD_FAILURE() << metric << ": " << found.size() << " samples";
       return -1;
     }
     return std::stod(found[0]->value);
@@ -152,6 +164,16 @@ struct Captured {
   }
 };
 
+Config memory_config(const std::string& service) {
+  Config config;
+  config.service = service;
+  BackendConfig backend;
+  backend.name = "default";
+  backend.topology = Topology::kMemory;
+  config.backends["default"] = backend;
+  return config;
+}
+
 class Observability : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -161,13 +183,7 @@ class Observability : public ::testing::Test {
       std::lock_guard lock(captured_->mutex);
       captured_->lines.emplace_back(level, std::string(line));
     });
-    Config config;
-    config.service = "observability-test";
-    BackendConfig backend;
-    backend.name = "default";
-    backend.topology = Topology::kMemory;
-    config.backends["default"] = backend;
-    init(config);
+    init(memory_config("observability-test"));
     run_known_activity();
     text_ = new std::string(prometheus_text(client()));
   }
@@ -367,6 +383,57 @@ TEST_F(Observability, BusySkipAndLossAreLoggedAtTheirLevels) {
   EXPECT_EQ(unnamed.size(), 1u);
   const auto awkward = captured_->with("event=acquired name=\"we\\x22ird\\x5cna\\x0ame\" key=awkward ");
   EXPECT_EQ(awkward.size(), 1u) << "names are printable and quoted, so lines split on spaces";
+}
+
+// The counters of the lock kinds, on a client of their own (the suite's client keeps its
+// known activity): a shared hold, a permit, a fair grant, a lease of two keys, a downgrade
+// (shared inside the thread's exclusive hold) and a refused upgrade (exclusive inside its
+// shared hold).
+TEST(ObservabilityKinds, EachKindMovesItsOwnCounters) {
+  Client c(memory_config("observability-kinds"));
+  LockSettings exclusive;
+  exclusive.lease = 10s;
+  LockSettings shared = exclusive;
+  shared.mode = LockMode::kShared;
+  LockSettings permit = exclusive;
+  permit.permits = 2;
+  LockSettings fair = exclusive;
+  fair.fair = true;
+  {
+    Lease read = c.acquire("doc:1", shared, "reader");
+    ASSERT_TRUE(read) << read.error();
+    Lease upgrade = c.acquire("doc:1", exclusive, "reader");
+    EXPECT_EQ(upgrade.status(), AcquireStatus::kRefused);
+  }
+  {
+    Lease write = c.acquire("doc:2", exclusive, "writer");
+    Lease read = c.acquire("doc:2", shared, "writer");
+    ASSERT_TRUE(write && read);
+  }
+  { ASSERT_TRUE(c.acquire("stock:1", permit, "stock")); }
+  { ASSERT_TRUE(c.acquire("turn:1", fair, "turn")); }
+  { ASSERT_TRUE(c.acquire(std::vector<Key>{Key("a:1"), Key("b:1")}, exclusive, "pair")); }
+
+  const Exposition e = parse(prometheus_text(c));
+  EXPECT_TRUE(e.errors.empty()) << ::testing::PrintToString(e.errors);
+  EXPECT_EQ(e.value("dlock_shared_acquisitions_total"), 1) << "the downgrade is no grant";
+  EXPECT_EQ(e.value("dlock_permit_acquisitions_total"), 1);
+  EXPECT_EQ(e.value("dlock_fair_acquisitions_total"), 1);
+  EXPECT_EQ(e.value("dlock_multi_key_acquisitions_total"), 1);
+  EXPECT_EQ(e.value("dlock_multi_key_rollbacks_total"), 0);
+  EXPECT_EQ(e.value("dlock_downgrades_total"), 1);
+  EXPECT_EQ(e.value("dlock_upgrades_refused_total"), 1);
+  EXPECT_EQ(e.types.at("dlock_upgrades_refused_total"), "counter");
+  EXPECT_EQ(e.value("dlock_refused_total", "reader"), 1);
+  EXPECT_EQ(e.value("dlock_acquisitions_total", "reader"), 1) << "a refusal is no grant";
+  EXPECT_EQ(e.value("dlock_refused_total", "writer"), 0);
+  EXPECT_EQ(e.value("dlock_acquisitions_total", "writer"), 1) << "the downgrade is reentrant";
+  EXPECT_EQ(e.value("dlock_acquisitions_total", "pair"), 2) << "each key counts as a grant";
+  const MetricsSnapshot m = c.metrics();
+  EXPECT_EQ(m.shared_acquisitions, 1u);
+  EXPECT_EQ(m.downgrades, 1u);
+  EXPECT_EQ(m.upgrades_refused, 1u);
+  EXPECT_EQ(m.reentrant_acquisitions, 1u);
 }
 
 }  // namespace

@@ -198,14 +198,7 @@ int list(const Options& o, const dlock::Config& config, const dlock::Admin& admi
     return print_json_listing(config, o, pattern, "locks", items);
   }
   if (locks.empty()) return print_none_matching(config, o, pattern, "locks held");
-  std::vector<std::vector<std::string>> rows = {
-      {"KEY", "OWNER", "HOST", "PID", "NAME", "TOKEN", "TTL"}};
-  for (const auto& l : locks) {
-    rows.push_back({printable(l.key), l.owner, printable(l.host), std::to_string(l.pid),
-                    l.name.empty() ? "-" : printable(l.name), std::to_string(l.token),
-                    duration_text(l.ttl) + (l.min_hold ? " (min_hold)" : "")});
-  }
-  print_table(rows);
+  print_table(list_rows(locks));
   return kOk;
 }
 

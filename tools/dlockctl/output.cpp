@@ -41,24 +41,74 @@ std::string duration_text(std::chrono::milliseconds d) {
   return fmt::format("{:.1f}s", static_cast<double>(d.count()) / 1000.0);
 }
 
+namespace {
+
+std::string json_bool(bool b) { return b ? "true" : "false"; }
+
+// "[a,b,...]" of each item's JSON.
+template <typename T, typename F>
+std::string json_array(const std::vector<T>& items, F json_of) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i == 0 ? "" : ",") + json_of(items[i]);
+  return out + "]";
+}
+
+std::string json_instance(const dlock::InstanceLockInfo& n) {
+  return fmt::format(
+      "{{\"endpoint\":{},\"answered\":{},\"held\":{},\"owner\":{},\"token\":{},\"ttl_ms\":{},"
+      "\"error\":{}}}",
+      json_string(n.endpoint), json_bool(n.answered), json_bool(n.held), json_string(n.owner),
+      n.token, n.ttl.count(), json_string(n.error));
+}
+
+std::string json_holder(const dlock::HolderInfo& h) {
+  return fmt::format(
+      "{{\"owner\":{},\"host\":{},\"pid\":{},\"thread\":{},\"name\":{},\"token\":{},"
+      "\"acquired_at_ms\":{},\"acquired_at\":{},\"ttl_ms\":{},\"min_hold\":{}}}",
+      json_string(h.owner), json_string(h.host), h.pid, h.thread, json_string(h.name), h.token,
+      h.acquired_at_ms, json_string(iso_time(h.acquired_at_ms)), h.ttl.count(),
+      json_bool(h.min_hold));
+}
+
+std::string json_waiter(const dlock::WaiterInfo& w) {
+  return fmt::format("{{\"owner\":{},\"mode\":{},\"fair\":{},\"ttl_ms\":{}}}",
+                     json_string(w.owner), json_string(w.mode), json_bool(w.fair), w.ttl.count());
+}
+
+}  // namespace
+
 std::string json_lock(const dlock::LockInfo& l) {
-  std::string out = fmt::format(
+  return fmt::format(
       "{{\"key\":{},\"owner\":{},\"host\":{},\"pid\":{},\"thread\":{},\"name\":{},\"token\":{},"
       "\"acquired_at_ms\":{},\"acquired_at\":{},\"lease_ms\":{},\"ttl_ms\":{},\"min_hold\":{},"
-      "\"instances\":[",
+      "\"instances\":{},\"mode\":{},\"permits\":{},\"holders\":{},\"queue\":{}}}",
       json_string(l.key), json_string(l.owner), json_string(l.host), l.pid, l.thread,
       json_string(l.name), l.token, l.acquired_at_ms, json_string(iso_time(l.acquired_at_ms)),
-      l.lease.count(), l.ttl.count(), l.min_hold ? "true" : "false");
-  for (std::size_t i = 0; i < l.instances.size(); ++i) {
-    const auto& n = l.instances[i];
-    out += fmt::format(
-        "{}{{\"endpoint\":{},\"answered\":{},\"held\":{},\"owner\":{},\"token\":{},\"ttl_ms\":{},"
-        "\"error\":{}}}",
-        i == 0 ? "" : ",", json_string(n.endpoint), n.answered ? "true" : "false",
-        n.held ? "true" : "false", json_string(n.owner), n.token, n.ttl.count(),
-        json_string(n.error));
+      l.lease.count(), l.ttl.count(), json_bool(l.min_hold), json_array(l.instances, json_instance),
+      json_string(l.mode), l.permits, json_array(l.holders, json_holder),
+      json_array(l.queue, json_waiter));
+}
+
+std::string mode_text(const dlock::LockInfo& l) {
+  const std::size_t held = std::max<std::size_t>(l.holders.size(), 1);
+  std::string text = "X";
+  if (l.mode == "shared") text = fmt::format("Sx{}", held);
+  if (l.mode == "permits") text = fmt::format("P {}/{}", held, l.permits);
+  const bool fair = std::any_of(l.queue.begin(), l.queue.end(),
+                                [](const dlock::WaiterInfo& w) { return w.fair; });
+  return fair ? text + "+fair" : text;
+}
+
+std::vector<std::vector<std::string>> list_rows(const std::vector<dlock::LockInfo>& locks) {
+  std::vector<std::vector<std::string>> rows = {
+      {"KEY", "MODE", "OWNER", "HOST", "PID", "NAME", "TOKEN", "TTL"}};
+  for (const auto& l : locks) {
+    rows.push_back({printable(l.key), mode_text(l), l.owner, printable(l.host),
+                    std::to_string(l.pid), l.name.empty() ? "-" : printable(l.name),
+                    std::to_string(l.token),
+                    duration_text(l.ttl) + (l.min_hold ? " (min_hold)" : "")});
   }
-  return out + "]}";
+  return rows;
 }
 
 std::string json_audit(const dlock::AuditEntry& e) {
@@ -87,23 +137,63 @@ std::string header(const dlock::Config& config, const std::string& backend) {
                      json_string(backend));
 }
 
-void print_table(const std::vector<std::vector<std::string>>& rows) {
+std::string table_text(const std::vector<std::vector<std::string>>& rows) {
   std::vector<std::size_t> width;
   for (const auto& row : rows) {
     width.resize(std::max(width.size(), row.size()));
     for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
   }
+  std::string text;
   for (const auto& row : rows) {
-    std::string line;
     for (std::size_t c = 0; c < row.size(); ++c) {
-      line += row[c];
-      if (c + 1 < row.size()) line += std::string(width[c] - row[c].size() + 2, ' ');
+      text += row[c];
+      if (c + 1 < row.size()) text += std::string(width[c] - row[c].size() + 2, ' ');
     }
-    std::puts(line.c_str());
+    text += '\n';
   }
+  return text;
 }
 
-void print_lock_detail(const dlock::LockInfo& l) {
+void print_table(const std::vector<std::vector<std::string>>& rows) {
+  std::fputs(table_text(rows).c_str(), stdout);
+}
+
+namespace {
+
+std::string instances_text(const std::vector<dlock::InstanceLockInfo>& instances) {
+  std::vector<std::vector<std::string>> rows = {{"  ENDPOINT", "STATE", "OWNER", "TOKEN", "TTL"}};
+  for (const auto& n : instances) {
+    rows.push_back({"  " + n.endpoint, !n.answered ? "unreachable" : n.held ? "held" : "free",
+                    n.held ? n.owner : "-", n.held ? std::to_string(n.token) : "-",
+                    n.held ? duration_text(n.ttl) : "-"});
+  }
+  return "instances:\n" + table_text(rows);
+}
+
+std::string holders_text(const std::vector<dlock::HolderInfo>& holders) {
+  std::vector<std::vector<std::string>> rows = {
+      {"  OWNER", "HOST", "PID", "NAME", "TOKEN", "TTL", "MIN_HOLD"}};
+  for (const auto& h : holders) {
+    rows.push_back({"  " + h.owner, printable(h.host), std::to_string(h.pid),
+                    h.name.empty() ? "-" : printable(h.name), std::to_string(h.token),
+                    duration_text(h.ttl), h.min_hold ? "yes" : "no"});
+  }
+  return "holders:\n" + table_text(rows);
+}
+
+std::string queue_text(const std::vector<dlock::WaiterInfo>& queue) {
+  std::vector<std::vector<std::string>> rows = {{"  OWNER", "MODE", "FAIR", "TTL"}};
+  for (const auto& w : queue) {
+    rows.push_back({"  " + w.owner, w.mode, w.fair ? "yes" : "no", duration_text(w.ttl)});
+  }
+  return "queue:\n" + table_text(rows);
+}
+
+}  // namespace
+
+std::string lock_detail_text(const dlock::LockInfo& l) {
+  // Engines that keep one holder per key leave `holders` empty: the fields say it all.
+  const bool several = l.holders.size() > 1 || l.mode != "exclusive";
   std::vector<std::vector<std::string>> rows = {
       {"key:", printable(l.key)},
       {"owner:", l.owner},
@@ -117,17 +207,16 @@ void print_lock_detail(const dlock::LockInfo& l) {
       {"ttl:", duration_text(l.ttl)},
       {"min_hold:", l.min_hold ? "released by its owner, kept until min_hold ends" : "no"},
   };
-  print_table(rows);
-  if (!l.instances.empty()) {
-    std::puts("instances:");
-    std::vector<std::vector<std::string>> inst = {{"  ENDPOINT", "STATE", "OWNER", "TOKEN", "TTL"}};
-    for (const auto& n : l.instances) {
-      inst.push_back({"  " + n.endpoint, !n.answered ? "unreachable" : n.held ? "held" : "free",
-                      n.held ? n.owner : "-", n.held ? std::to_string(n.token) : "-",
-                      n.held ? duration_text(n.ttl) : "-"});
-    }
-    print_table(inst);
-  }
+  if (several) rows.push_back({"mode:", mode_text(l)});
+  std::string text = table_text(rows);
+  if (!l.instances.empty()) text += instances_text(l.instances);
+  if (several && !l.holders.empty()) text += holders_text(l.holders);
+  if (!l.queue.empty()) text += queue_text(l.queue);
+  return text;
+}
+
+void print_lock_detail(const dlock::LockInfo& l) {
+  std::fputs(lock_detail_text(l).c_str(), stdout);
 }
 
 }  // namespace dlockctl
