@@ -6,6 +6,7 @@ set(DLOCK_LUA_SCRIPTS
   ${PROJECT_SOURCE_DIR}/runtime/lua/holders.lua
   ${PROJECT_SOURCE_DIR}/runtime/lua/acquire.lua
   ${PROJECT_SOURCE_DIR}/runtime/lua/acquire_shared.lua
+  ${PROJECT_SOURCE_DIR}/runtime/lua/acquire_together.lua
   ${PROJECT_SOURCE_DIR}/runtime/lua/renew.lua
   ${PROJECT_SOURCE_DIR}/runtime/lua/release.lua
   ${PROJECT_SOURCE_DIR}/runtime/lua/force_release.lua

@@ -385,7 +385,7 @@ void Loader::override_value(const Entry& item, const std::map<std::string, Backe
   } else if (key == "fair") {
     out.fair = boolean(item);
   } else if (key == "permits") {
-    out.permits = integer(item, 1, kMaxPermits);
+    out.permits = integer(item, 0, kMaxPermits);  // 0: a lock again, where a level below set N
   } else if (key == "mode") {
     fail(item.key_mark, item.path,
          "is set in the guard attribute or the runtime API only: whether holders may share a "

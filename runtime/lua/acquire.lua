@@ -86,7 +86,7 @@ if owner then
       redis.call('HSET', KEYS[1], 'w:' .. ARGV[1], n, 'q:' .. n, record)
     end
   end
-  if owner == '*shared' and claim > 0 then
+  if owner == '*shared' and claim > 0 and not ordered then
     local until_us = now_us + claim * 1000
     if until_us > tonumber(redis.call('HGET', KEYS[1], 'wpending') or '0') then
       redis.call('HSET', KEYS[1], 'wpending', us_text(until_us))
@@ -124,5 +124,11 @@ redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', token_text, 'host', ARGV[
            'acquired_at_ms', string.format('%.0f', math.floor(now_us / 1000)),
            'lease_ms', ARGV[2])
 redis.call('HDEL', KEYS[1], 'wpending')
+-- A place of ours left from an earlier try (the hash outlived its holders) goes: a release
+-- must never hand the lock back to its own holder.
+local n = redis.call('HGET', KEYS[1], 'w:' .. ARGV[1])
+if n then
+  redis.call('HDEL', KEYS[1], 'w:' .. ARGV[1], 'q:' .. n)
+end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {1, token, tonumber(ARGV[2])}

@@ -29,9 +29,8 @@ if owner == marker then
   if mine then
     -- A retry of a request that was applied but whose reply was lost.
     if late then
-      if end_hold(lock, holders, ARGV[1], 0, now_us) == nil then
-        redis.call('DEL', lock)
-      end
+      -- Only this hold goes; a writer's place and claim stay (the hash keeps its time).
+      end_hold(lock, holders, ARGV[1], 0, now_us)
       return {-1, 0}
     end
     local score = tonumber(redis.call('ZSCORE', holders, ARGV[1]))
@@ -44,6 +43,10 @@ if late then
 end
 local last = tonumber(redis.call('GET', KEYS[2]) or '0')
 if owner and owner ~= marker and (is_marker(owner) or ARGV[10] == 'P') then
+  return {-2, 0}
+end
+-- A semaphore keeps the size it was first taken with while anyone holds it.
+if owner == '*permits' and redis.call('HGET', lock, 'permits') ~= ARGV[11] then
   return {-2, 0}
 end
 local live = {}
@@ -69,7 +72,8 @@ if ordered then
     return busy(0)
   end
 end
-if ARGV[10] == 'S' then
+if ARGV[10] == 'S' and not ordered then
+  -- In fair order the queue serves writers; otherwise a waiting writer's claim does.
   local claim = tonumber(redis.call('HGET', lock, 'wpending') or '0')
   if claim > now_us then
     return busy(math.max(1, math.ceil((claim - now_us) / 1000)))

@@ -1,6 +1,7 @@
 -- Shared holds and permits, put before the scripts that meet them (acquire, acquire_shared,
 -- renew, release). A lock held shared has owner '*shared' in its hash, a semaphore owner
--- '*permits' (and 'permits' = N, as the last grant asked); neither is ever an owner id. Each
+-- '*permits' (and 'permits' = N: a request for another N is refused while anyone holds it);
+-- neither is ever an owner id. Each
 -- holder has a field 'h:<owner>' = "<token> <lease ms> <acquired ms> <host> <pid> <thread>
 -- <name>" and, in the holders set, the server time in us at which its hold ends as its score;
 -- 'r:<owner>' marks a hold released and kept until its min_hold ends. The hash and the set

@@ -97,7 +97,7 @@ for _ = 1, 16 do
     if not now_us then
       now_us = server_now_us()
     end
-    if waiter and tonumber(expires) > now_us and tonumber(lease) > 0 then
+    if waiter and waiter ~= ARGV[1] and tonumber(expires) > now_us and tonumber(lease) > 0 then
       local last = tonumber(redis.call('GET', KEYS[2]) or '0')
       local token_text = string.format('%.0f', math.max(last + 1, now_us))
       redis.call('SET', KEYS[2], token_text, 'PX', ARGV[5])

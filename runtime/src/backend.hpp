@@ -62,8 +62,9 @@ struct GrantRequest {
   /// Grants go in the order in which requests reached the server: a request with a live
   /// waiter ahead of it waits. Backends that queue (Backend::queues) keep waiters' places.
   bool fair = false;
-  /// kExclusive, waiting with its watch armed: how long its claim on a lock held shared
-  /// lasts (no new shared hold starts meanwhile); a later attempt renews it.
+  /// Waiting with its watch armed: how long its claim lasts, which a later attempt renews:
+  /// its place in a fair queue and, for kExclusive, its claim on a lock held shared (no new
+  /// shared hold starts meanwhile).
   Millis claim{0};
 };
 
@@ -87,6 +88,10 @@ struct GrantReply {
   /// long after the request was sent the grant stays valid unless renewed. 0: the lease (or
   /// `ttl`, for an earlier grant).
   Millis valid_for{0};
+  /// Backend::acquire_together: kAcquired, every key's token, in the order of the keys
+  /// (`token` is the first); kBusy, the index of a key that was busy.
+  std::vector<std::uint64_t> tokens;
+  std::size_t busy_index = 0;
 };
 
 enum class RenewOutcome { kRenewed, kGone, kTaken, kUnavailable };
@@ -183,6 +188,18 @@ class Backend {
   /// handoff, fair order or the writer preference of shared locks. A release may then wake
   /// only the waiter whose turn it is ("turn <owner>", release_signals.hpp).
   [[nodiscard]] virtual bool queues() const { return hands_off(); }
+  /// Whether acquire_together() can take these keys in one atomic request.
+  [[nodiscard]] virtual bool takes_together(const std::vector<Key>& /*keys*/) const {
+    return false;
+  }
+  /// Takes the exclusive, not fair, lock of every key of `keys` for `request.owner` at once,
+  /// or none (`request.key` is keys.front(); the rest of the request applies to each). Busy
+  /// when any key is held or has waiters queued fairly: nothing is taken then, and the
+  /// caller takes the keys one by one.
+  virtual GrantReply acquire_together(const std::vector<Key>& /*keys*/,
+                                      const GrantRequest& /*request*/) {
+    return GrantReply{};
+  }
   /// Whether the engine grants locks of `kind`, and in arrival order when `fair`.
   [[nodiscard]] virtual bool supports(LockKind kind, bool fair) const {
     return kind == LockKind::kExclusive && !fair;

@@ -192,11 +192,9 @@ class ClientCore::Acquisition {
       const auto give_up_at = later(sent, backend_->config().command_timeout);
       // A place is asked for once the watch is armed, so that the grant's notice is not missed.
       const Millis asked = watch_ ? place_ : Millis{0};
-      // A waiting writer claims the lock from readers, and a fair waiter its place in the
+      // A waiting writer claims the lock from readers, and a waiter its place in a fair
       // queue, for as long as a place would last.
-      const Millis claim = watch_ && (kind_ == LockKind::kExclusive || settings_.fair)
-                               ? queue_place(settings_, backend_->config())
-                               : Millis{0};
+      const Millis claim = watch_ ? queue_place(settings_, backend_->config()) : Millis{0};
       GrantReply reply = backend_->acquire(GrantRequest{key_, owner_, first_ttl_, name_,
                                                         give_up_at, asked, watch_ != nullptr,
                                                         watch_.get(), kind_, settings_.permits,
@@ -397,7 +395,8 @@ Lease ClientCore::refuse_late_grant(const std::shared_ptr<Backend>& backend, con
                                     took_ms, lease.count()));
 }
 
-ReleaseStatus ClientCore::release(const std::shared_ptr<LeaseState>& lease, Wait wait) noexcept {
+ReleaseStatus ClientCore::release(const std::shared_ptr<LeaseState>& lease, Wait wait,
+                                  bool keep_min_hold) noexcept {
   if (!lease->parts.empty()) return release_parts(lease, wait);
   {
     std::lock_guard lock(holds_mutex_);
@@ -410,7 +409,9 @@ ReleaseStatus ClientCore::release(const std::shared_ptr<LeaseState>& lease, Wait
   lease->series->hold_time.record(now - lease->acquired_at);
   const auto held_ms = std::chrono::duration_cast<Millis>(now - lease->acquired_at).count();
   const auto keep_until = later(lease->acquired_at, lease->settings.min_hold);
-  const auto keep_for = keep_until > now ? std::chrono::ceil<Millis>(keep_until - now) : Millis{0};
+  const auto keep_for = keep_min_hold && keep_until > now
+                            ? std::chrono::ceil<Millis>(keep_until - now)
+                            : Millis{0};
   if (wait == Wait::kNo) {
     const BackendConfig& config = lease->backend->config();
     settler::begin(2 * (config.connect_timeout + config.command_timeout));

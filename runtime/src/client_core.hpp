@@ -28,7 +28,10 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   /// backend can (Backend::release_later) and reports its outcome when the answer comes;
   /// what it returns then is kReleased, or kStillHeld for an inner hold.
   enum class Wait { kYes, kNo };
-  ReleaseStatus release(const std::shared_ptr<LeaseState>& lease, Wait wait) noexcept;
+  /// `keep_min_hold` false gives the key back at once whatever min_hold says (a lease of
+  /// several keys that could not take them all).
+  ReleaseStatus release(const std::shared_ptr<LeaseState>& lease, Wait wait,
+                        bool keep_min_hold = true) noexcept;
 
   [[nodiscard]] const Config& config() const noexcept { return config_; }
   [[nodiscard]] Metrics& metrics() noexcept { return *metrics_; }
@@ -68,9 +71,20 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   /// A lease of several keys none of which this thread holds: taken in canonical order.
   Lease take_all(const std::vector<Key>& keys, const LockSettings& settings,
                  std::string_view name);
-  /// The lease of several keys made of `parts` (one per key, in the order given).
+  /// One atomic try for every key of a lease of several keys (Backend::acquire_together):
+  /// the parts, or none.
+  std::vector<std::shared_ptr<LeaseState>> take_together(const std::shared_ptr<Backend>& engine,
+                                                         const std::vector<Key>& keys,
+                                                         const std::vector<std::size_t>& order,
+                                                         const LockSettings& settings,
+                                                         std::string_view name);
+  /// A lease of several distinct keys.
+  Lease acquire_distinct(const std::vector<Key>& keys, const LockSettings& settings,
+                         std::string_view name);
+  /// The lease of several keys made of `parts` (one per distinct key, in the order given);
+  /// `written` maps each key as given to its part, when some were given twice.
   Lease join(std::vector<std::shared_ptr<LeaseState>> parts, const LockSettings& settings,
-             std::string_view name);
+             std::string_view name, std::vector<std::size_t> written = {});
   /// Releases every part of a lease of several keys, last key first.
   ReleaseStatus release_parts(const std::shared_ptr<LeaseState>& lease, Wait wait) noexcept;
   Lease grant(const std::shared_ptr<Backend>& backend, const Key& key,

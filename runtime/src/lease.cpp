@@ -147,23 +147,24 @@ std::vector<Key> LeaseView::keys() const {
   if (!state_) return {};
   if (state_->parts.empty()) return {state_->key};
   std::vector<Key> out;
-  out.reserve(state_->parts.size());
-  for (const auto& part : state_->parts) out.push_back(part->key);
+  for (std::size_t i = 0; i < state_->keys_written(); ++i) out.push_back(state_->part_written(i)->key);
   return out;
 }
 
 std::uint64_t LeaseView::token(std::size_t index) const {
   if (!state_) return 0;
   if (state_->parts.empty()) return index == 0 ? state_->token : 0;
-  return index < state_->parts.size() ? state_->parts[index]->token : 0;
+  const internal::LeaseState* part = state_->part_written(index);
+  return part != nullptr ? part->token : 0;
 }
 
 std::vector<std::uint64_t> LeaseView::tokens() const {
   if (!state_) return {};
   if (state_->parts.empty()) return {state_->token};
   std::vector<std::uint64_t> out;
-  out.reserve(state_->parts.size());
-  for (const auto& part : state_->parts) out.push_back(part->token);
+  for (std::size_t i = 0; i < state_->keys_written(); ++i) {
+    out.push_back(state_->part_written(i)->token);
+  }
   return out;
 }
 
@@ -185,9 +186,15 @@ std::chrono::milliseconds LeaseView::remaining() const {
   return std::max(Millis{0}, std::chrono::floor<Millis>(left));
 }
 
-bool LeaseView::lost() const { return state_ && state_->lost(); }
+bool LeaseView::lost() const { return loss_reason() != LossReason::kNone; }
+
 LossReason LeaseView::loss_reason() const {
-  return state_ ? state_->loss_reason() : LossReason::kNone;
+  if (!state_) return LossReason::kNone;
+  // A lease of several keys is lost when any of its keys is.
+  for (const auto& part : state_->parts) {
+    if (part->lost()) return part->loss_reason();
+  }
+  return state_->loss_reason();
 }
 int LeaseView::hold_count() const {
   if (!state_ || state_->released()) return 0;
@@ -196,7 +203,21 @@ int LeaseView::hold_count() const {
 const std::string& LeaseView::name() const { return state_ ? state_->name : kNoName; }
 
 void LeaseView::on_lost(std::function<void(const LeaseView&)> callback) const {
-  if (state_) state_->add_on_lost(std::move(callback));
+  if (!state_) return;
+  if (state_->parts.empty()) {
+    state_->add_on_lost(std::move(callback));
+    return;
+  }
+  // Once, with a view of the whole lease, for the first of its keys to be lost.
+  auto once = std::make_shared<std::atomic<bool>>(false);
+  std::weak_ptr<internal::LeaseState> whole = state_;
+  for (const auto& part : state_->parts) {
+    part->add_on_lost([once, callback, whole](const LeaseView& lost) {
+      if (once->exchange(true)) return;
+      auto joined = whole.lock();
+      callback(joined ? LeaseView(joined) : lost);
+    });
+  }
 }
 
 Lease::Lease(std::shared_ptr<internal::LeaseState> state, AcquireStatus status, std::string error)

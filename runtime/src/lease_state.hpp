@@ -65,10 +65,21 @@ class LeaseState : public std::enable_shared_from_this<LeaseState> {
   std::atomic<int> holds{1};
 
   /// A lease of several keys: one lease per key, in the order the keys were written, each
-  /// renewed, released and counted on its own; this one (not tracked by the watchdog) is lost
-  /// when any of them is, and released with them. Empty for a lease of one key. Set before
-  /// the lease is shared.
+  /// renewed, released and counted on its own; this one (not tracked by the watchdog) counts
+  /// as lost when any of them is (LeaseView), and is released with them. Empty for a lease
+  /// of one key. Set before the lease is shared.
   std::vector<std::shared_ptr<LeaseState>> parts;
+  /// For each key as the caller gave it, the index of its part (a key given twice has one
+  /// part); empty when the keys were given once each, in the order of `parts`.
+  std::vector<std::size_t> written;
+  /// The part of the key given at `index`, or nullptr past the end.
+  [[nodiscard]] const LeaseState* part_written(std::size_t index) const noexcept {
+    if (written.empty()) return index < parts.size() ? parts[index].get() : nullptr;
+    return index < written.size() ? parts[written[index]].get() : nullptr;
+  }
+  [[nodiscard]] std::size_t keys_written() const noexcept {
+    return written.empty() ? parts.size() : written.size();
+  }
 
  private:
   std::atomic<Clock::rep> valid_until_;

@@ -6,17 +6,33 @@
 #include "acquire_outcomes.hpp"
 #include "client_core.hpp"
 #include "log.hpp"
+#include "owner.hpp"
 
 namespace dlock::internal {
 
 Lease ClientCore::acquire(const std::vector<Key>& given, const LockSettings& asked,
                           std::string_view name) {
-  std::vector<Key> keys;  // distinct, in the order given
+  std::vector<Key> keys;              // distinct, in the order given
+  std::vector<std::size_t> written;   // for each key given, its place in `keys`
   for (const Key& key : given) {
-    if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+    const auto found = std::find(keys.begin(), keys.end(), key);
+    written.push_back(static_cast<std::size_t>(found - keys.begin()));
+    if (found == keys.end()) keys.push_back(key);
   }
   if (keys.empty()) throw ConfigError("acquire: the list of keys is empty");
-  if (keys.size() == 1) return acquire(keys.front(), asked, name);
+  if (given.size() == 1) return acquire(keys.front(), asked, name);
+  Lease lease = keys.size() == 1 ? acquire(keys.front(), asked, name) : acquire_distinct(keys, asked, name);
+  if (!lease.acquired()) return lease;
+  // One part per distinct key; token(i) and keys() follow the keys as given, repeats included.
+  std::shared_ptr<LeaseState> state = std::move(lease.state_);
+  pop_current(state.get());
+  std::vector<std::shared_ptr<LeaseState>> parts =
+      state->parts.empty() ? std::vector<std::shared_ptr<LeaseState>>{state} : state->parts;
+  return join(std::move(parts), state->settings, name, std::move(written));
+}
+
+Lease ClientCore::acquire_distinct(const std::vector<Key>& keys, const LockSettings& asked,
+                                   std::string_view name) {
   LockSettings settings = asked;
   settings.lease = std::min(settings.lease, backend(settings.backend)->lease_limit());
   refuse_short_lease(keys.front(), settings);
@@ -55,7 +71,6 @@ Lease ClientCore::reenter_all(const std::vector<Key>& keys, const LockSettings& 
     Reentry again = reenter(keys[i], settings);
     if (!again.held) {
       for (std::size_t j = i; j-- > 0;) {
-        pop_current(parts[j].get());
         (void)release(parts[j], Wait::kYes);  // an inner hold: nothing goes to the server
       }
       if (again.status == AcquireStatus::kRefused) {
@@ -77,6 +92,15 @@ Lease ClientCore::take_all(const std::vector<Key>& keys, const LockSettings& set
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(),
             [&](std::size_t a, std::size_t b) { return keys[a] < keys[b]; });
+  const std::shared_ptr<Backend>& engine = backend(settings.backend);
+  if (kind_of(settings) == LockKind::kExclusive && !settings.fair) {
+    std::vector<std::shared_ptr<LeaseState>> parts = take_together(engine, keys, order, settings,
+                                                                   name);
+    if (!parts.empty()) {
+      bump(metrics_->multi_key_acquisitions);
+      return join(std::move(parts), settings, name);
+    }
+  }
   std::vector<std::shared_ptr<LeaseState>> parts(keys.size());
   const auto deadline = later(Clock::now(), settings.wait);
   for (std::size_t n = 0; n < order.size(); ++n) {
@@ -87,7 +111,7 @@ Lease ClientCore::take_all(const std::vector<Key>& keys, const LockSettings& set
     Lease lease = acquire(keys[i], one, name);  // none is held here: a first grant
     if (!lease.acquired()) {
       // All or nothing: the keys taken so far are given back, last first.
-      for (std::size_t m = n; m-- > 0;) (void)release(parts[order[m]], Wait::kNo);
+      for (std::size_t m = n; m-- > 0;) (void)release(parts[order[m]], Wait::kNo, false);
       if (n > 0) bump(metrics_->multi_key_rollbacks);
       return Lease::refused(lease.status(),
                             fmt::format("key '{}': {}", printable(keys[i].str()), lease.error()));
@@ -99,22 +123,65 @@ Lease ClientCore::take_all(const std::vector<Key>& keys, const LockSettings& set
   return join(std::move(parts), settings, name);
 }
 
+// One atomic try for every key, where the engine can: one round trip for the whole lease when
+// no key is busy. Empty when it did not take them (busy, refused, unavailable, too late).
+std::vector<std::shared_ptr<LeaseState>> ClientCore::take_together(
+    const std::shared_ptr<Backend>& engine, const std::vector<Key>& keys,
+    const std::vector<std::size_t>& order, const LockSettings& settings, std::string_view name) {
+  std::vector<Key> sorted;
+  sorted.reserve(keys.size());
+  for (std::size_t i : order) sorted.push_back(keys[i]);
+  if (!engine->takes_together(sorted)) return {};
+  const std::string owner = new_owner_id();
+  const Millis lease = first_lease(settings);
+  const auto sent = Clock::now();
+  const auto give_up_at = later(sent, engine->config().command_timeout);
+  const GrantReply reply =
+      engine->acquire_together(sorted, GrantRequest{sorted.front(), owner, lease, name, give_up_at});
+  if (reply.kind != GrantReply::Kind::kAcquired || reply.tokens.size() != sorted.size()) {
+    // Applied unseen, perhaps: whatever it took is given back after it.
+    if (reply.outcome_unknown) {
+      for (const Key& key : sorted) {
+        watchdog_->clean_up_after(engine, key, owner, later(give_up_at, lease));
+      }
+    }
+    return {};
+  }
+  // Granted by an earlier attempt: the keys have only reply.ttl left.
+  const bool earlier = reply.ttl > Millis{0} && reply.ttl < lease;
+  const auto from = earlier ? sent - (lease - reply.ttl) : sent;
+  const auto series = metrics_->for_name(name);
+  std::vector<std::shared_ptr<LeaseState>> parts(keys.size());
+  for (std::size_t n = 0; n < order.size(); ++n) {
+    const std::size_t i = order[n];
+    Lease one = grant(engine, keys[i], settings, name, owner, reply.tokens[n], from, series,
+                      Clock::now() - sent);
+    if (!one.acquired()) {
+      // Too late to use (grant() gave this key back): the others go too.
+      for (std::size_t m = n; m-- > 0;) (void)release(parts[order[m]], Wait::kNo, false);
+      for (std::size_t m = n + 1; m < order.size(); ++m) {
+        if (engine->release(keys[order[m]], owner, Millis{0}) == ReleaseOutcome::kUnavailable) {
+          watchdog_->clean_up_after(engine, keys[order[m]], owner, later(Clock::now(), lease));
+        }
+      }
+      return {};
+    }
+    parts[i] = std::move(one.state_);
+    pop_current(parts[i].get());
+  }
+  return parts;
+}
+
 Lease ClientCore::join(std::vector<std::shared_ptr<LeaseState>> parts,
-                       const LockSettings& settings, std::string_view name) {
+                       const LockSettings& settings, std::string_view name,
+                       std::vector<std::size_t> written) {
   Clock::time_point acquired_at = parts.front()->acquired_at;
   for (const auto& part : parts) acquired_at = std::min(acquired_at, part->acquired_at);
   auto lease = std::make_shared<LeaseState>(
       shared_from_this(), parts.front()->backend, parts.front()->key, std::string(name),
       parts.front()->owner, parts.front()->token, settings, acquired_at, metrics_->for_name(name));
   lease->parts = std::move(parts);
-  for (const auto& part : lease->parts) {
-    part->add_on_lost([whole = std::weak_ptr<LeaseState>(lease)](const LeaseView& lost) {
-      if (auto joined = whole.lock()) {
-        joined->mark_lost(lost.loss_reason(), fmt::format("key '{}' of the lease was lost",
-                                                          printable(lost.key().str())));
-      }
-    });
-  }
+  lease->written = std::move(written);
   push_current(lease);
   return Lease::granted(std::move(lease));
 }

@@ -153,10 +153,10 @@ const BadFile kBadFiles[] = {
      "policies.p.min_hold: min_hold 10m exceeds max_hold 30s"},
 
     // Lock kinds: fair and permits are settings; the mode belongs to the code.
-    {"ZeroPermitsIsRefused", "defaults:\n  permits: 0\n", "2:12",
-     "defaults.permits: must be between 1 and 1000000, got 0"},
+    {"NegativePermitsAreRefused", "defaults:\n  permits: -1\n", "2:12",
+     "defaults.permits: must be between 0 and 1000000, got -1"},
     {"PermitsAboveTheMostIsRefused", "locks:\n  \"shop::f\": {permits: 1000001}\n", "2:24",
-     "locks.shop::f.permits: must be between 1 and 1000000, got 1000001"},
+     "locks.shop::f.permits: must be between 0 and 1000000, got 1000001"},
     {"PermitsThatAreNoNumberAreRefused", "policies:\n  p: {permits: x}\n", "2:16",
      "policies.p.permits: expected a whole number, got 'x'"},
     {"FairThatIsNoBooleanIsRefused", "locks:\n  \"shop::f\": {fair: maybe}\n", "2:21",

@@ -35,10 +35,12 @@ class MemoryStore {
     Entry& entry = locks_[request.key.str()];
     prune(entry, now);
     if (const Holder* mine = holder_of(entry, request.owner)) {
-      return GrantReply{GrantReply::Kind::kAcquired, mine->token, Millis{0}, false, {}};
+      return granted(mine->token);
     }
+    const bool other_size = entry.kind == LockKind::kPermit &&
+                            request.kind == LockKind::kPermit && entry.permits != request.permits;
     if (!entry.holders.empty() &&
-        (entry.kind == LockKind::kPermit) != (request.kind == LockKind::kPermit)) {
+        ((entry.kind == LockKind::kPermit) != (request.kind == LockKind::kPermit) || other_size)) {
       GrantReply refused;
       refused.kind = GrantReply::Kind::kRefused;
       refused.error =
@@ -50,21 +52,7 @@ class MemoryStore {
       return refused;
     }
     if (grantable(entry, request.owner, request.kind, request.permits, request.fair)) {
-      last_token_ = std::max(last_token_ + 1, clock_us());
-      Holder holder;
-      holder.owner = std::string(request.owner);
-      holder.token = last_token_;
-      holder.expires_at = later(now, request.lease);
-      holder.name = std::string(request.name);
-      holder.thread = thread_id();
-      holder.acquired_at_ms = wall_ms();
-      holder.lease = request.lease;
-      entry.holders.push_back(std::move(holder));
-      entry.kind = request.kind;
-      entry.permits = request.permits;
-      std::erase_if(entry.queue, [&](const Waiter& w) { return w.owner == request.owner; });
-      entry.expires_at = std::max(entry.expires_at, later(now, request.lease));
-      return GrantReply{GrantReply::Kind::kAcquired, last_token_, Millis{0}, false, {}};
+      return granted(take(entry, request, now));
     }
     if (request.place > Millis{0}) keep_place(entry, request, later(now, request.place));
     Millis ttl{0};
@@ -73,7 +61,37 @@ class MemoryStore {
       ttl = ttl == Millis{0} ? left : std::min(ttl, left);
     }
     drop_if_empty(request.key.str(), entry);
-    return GrantReply{GrantReply::Kind::kBusy, 0, ttl, false, {}};
+    GrantReply busy;
+    busy.kind = GrantReply::Kind::kBusy;
+    busy.ttl = ttl;
+    return busy;
+  }
+
+  // Every key or none, exclusive: busy when any is held or has a fair waiter.
+  GrantReply acquire_together(const std::vector<Key>& keys, const GrantRequest& request) {
+    std::lock_guard lock(mutex_);
+    const auto now = Clock::now();
+    prune_if_grown(now);
+    GrantReply reply;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      Entry* entry = live(keys[i].str(), now);
+      if (entry == nullptr || holder_of(*entry, request.owner) != nullptr) continue;
+      const bool fair_waiters = std::any_of(entry->queue.begin(), entry->queue.end(),
+                                            [](const Waiter& w) { return w.fair; });
+      if (fair_waiters || !grantable(*entry, request.owner, LockKind::kExclusive, 0, false)) {
+        reply.kind = GrantReply::Kind::kBusy;
+        reply.busy_index = i;
+        return reply;
+      }
+    }
+    reply.kind = GrantReply::Kind::kAcquired;
+    for (const Key& key : keys) {
+      Entry& entry = locks_[key.str()];
+      const Holder* mine = holder_of(entry, request.owner);
+      reply.tokens.push_back(mine != nullptr ? mine->token : take(entry, request, now));
+    }
+    reply.token = reply.tokens.front();
+    return reply;
   }
 
   void renew(std::vector<RenewItem>& items) {
@@ -297,6 +315,32 @@ class MemoryStore {
     return info;
   }
 
+  static GrantReply granted(std::uint64_t token) {
+    GrantReply reply;
+    reply.kind = GrantReply::Kind::kAcquired;
+    reply.token = token;
+    return reply;
+  }
+
+  // Makes `request.owner` a holder of `entry`, with a new token.
+  std::uint64_t take(Entry& entry, const GrantRequest& request, Clock::time_point now) {
+    last_token_ = std::max(last_token_ + 1, clock_us());
+    Holder holder;
+    holder.owner = std::string(request.owner);
+    holder.token = last_token_;
+    holder.expires_at = later(now, request.lease);
+    holder.name = std::string(request.name);
+    holder.thread = thread_id();
+    holder.acquired_at_ms = wall_ms();
+    holder.lease = request.lease;
+    entry.holders.push_back(std::move(holder));
+    entry.kind = request.kind;
+    entry.permits = request.permits;
+    std::erase_if(entry.queue, [&](const Waiter& w) { return w.owner == request.owner; });
+    entry.expires_at = std::max(entry.expires_at, later(now, request.lease));
+    return last_token_;
+  }
+
   void drop_if_empty(const std::string& key, const Entry& entry) {
     if (entry.holders.empty() && entry.queue.empty()) locks_.erase(key);
   }
@@ -384,6 +428,10 @@ class MemoryBackend final : public Backend, public RunStore, public AdminBackend
     return store_->signals().watch(key.str());
   }
   bool queues() const override { return true; }
+  bool takes_together(const std::vector<Key>& /*keys*/) const override { return true; }
+  GrantReply acquire_together(const std::vector<Key>& keys, const GrantRequest& request) override {
+    return store_->acquire_together(keys, request);
+  }
   bool supports(LockKind /*kind*/, bool /*fair*/) const override { return true; }
   const BackendConfig& config() const override { return config_; }
 

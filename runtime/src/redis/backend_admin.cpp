@@ -130,6 +130,101 @@ std::optional<AuditEntry> decode_audit(std::string_view text) {
   return e;
 }
 
+// "<token> <lease ms> <acquired ms> <host> <pid> <thread> <name>" (holders.lua).
+HolderInfo holder_of(std::string_view owner, std::string_view record) {
+  std::string_view parts[6];
+  for (std::string_view& part : parts) {
+    const std::size_t space = record.find(' ');
+    part = record.substr(0, space);
+    record = space == std::string_view::npos ? std::string_view{} : record.substr(space + 1);
+  }
+  HolderInfo holder;
+  holder.owner = owner;
+  holder.token = to_ull(parts[0]);
+  holder.acquired_at_ms = to_ll(parts[2]);
+  holder.host = parts[3];
+  holder.pid = to_ll(parts[4]);
+  holder.thread = to_ll(parts[5]);
+  holder.name = record;
+  return holder;
+}
+
+// A place in the hand-off queue: "<place ends, us> <lease ms> <owner> ..." (acquire.lua); its
+// ttl is set once the server's time is known.
+WaiterInfo handoff_waiter_of(std::string_view record) {
+  WaiterInfo waiter;
+  waiter.mode = "exclusive";
+  const std::size_t first = record.find(' ');
+  const std::size_t second = record.find(' ', first == std::string_view::npos ? first : first + 1);
+  if (second != std::string_view::npos) {
+    const std::string_view rest = record.substr(second + 1);
+    waiter.owner = rest.substr(0, rest.find(' '));
+  }
+  waiter.ttl = Millis{to_ll(record.substr(0, first))};  // ends, us: made a ttl below
+  return waiter;
+}
+
+std::string mode_of_place(std::string_view kind) {
+  if (kind == "S") return "shared";
+  if (kind == "P") return "permits";
+  return "exclusive";
+}
+
+// The holders' ends and the fair queue of the lock at `lock_key`, read with the server's time:
+// the holders' ttls, and the waiters after those of the hand-off queue already in `info`.
+Reply read_holders_and_queue(Connection& conn, const std::string& lock_key, LockInfo& info,
+                             bool asking) {
+  const std::string base = lock_key.substr(0, lock_key.size() - std::string_view("lock").size());
+  const std::string holders = base + "holders", queue = base + "queue", places = base + "places";
+  std::vector<Reply> replies = pipeline(conn,
+                                        {{"TIME"},
+                                         {"ZRANGE", holders, "0", "-1", "WITHSCORES"},
+                                         {"ZRANGE", queue, "0", "-1"},
+                                         {"HGETALL", places}},
+                                        asking);
+  for (Reply& reply : replies) {
+    if (!answered(reply)) return std::move(reply);
+  }
+  const ReplyView time(replies[0]);
+  const long long now_us = to_ll(time[0].text()) * 1000000 + to_ll(time[1].text());
+  const auto left = [now_us](long long ends_us) {
+    return Millis{std::max(0LL, (ends_us - now_us + 999) / 1000)};
+  };
+  for (WaiterInfo& waiter : info.queue) waiter.ttl = left(waiter.ttl.count());
+  const ReplyView ends(replies[1]);
+  for (std::size_t i = 0; i + 1 < ends.size(); i += 2) {
+    for (HolderInfo& holder : info.holders) {
+      if (holder.owner == ends[i].text()) holder.ttl = left(to_ll(ends[i + 1].text()));
+    }
+  }
+  const ReplyView order(replies[2]), place(replies[3]);
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    WaiterInfo waiter;
+    waiter.owner = order[i].text();
+    waiter.fair = true;
+    for (std::size_t j = 0; j + 1 < place.size(); j += 2) {
+      if (place[j].text() != waiter.owner) continue;
+      const std::string_view record = place[j + 1].text();
+      const std::size_t space = record.find(' ');
+      waiter.ttl = left(to_ll(record.substr(0, space)));
+      if (space != std::string_view::npos) waiter.mode = mode_of_place(record.substr(space + 1));
+    }
+    info.queue.push_back(std::move(waiter));
+  }
+  if (!info.holders.empty() && info.mode != "exclusive") {
+    const HolderInfo& first = info.holders.front();
+    info.owner = first.owner;
+    info.host = first.host;
+    info.pid = first.pid;
+    info.thread = first.thread;
+    info.name = first.name;
+    info.token = first.token;
+    info.acquired_at_ms = first.acquired_at_ms;
+    info.min_hold = first.min_hold;
+  }
+  return Reply::ok(nullptr);
+}
+
 }  // namespace
 
 ScriptCall force_release_call(const LockKeys& keys) {
@@ -182,7 +277,28 @@ Reply scan_keys_sorted(Connection& conn, const std::string& match, std::vector<s
 
 Reply read_lock(Connection& conn, const std::string& lock_key, const std::string& user_key,
                 std::optional<LockInfo>& out, bool asking) {
-  return read_record(conn, lock_key, user_key, kLockFields, out, asking);
+  Reply reply = read_record(conn, lock_key, user_key, kLockFields, out, asking);
+  if (!out) return reply;
+  LockInfo& info = *out;
+  const ReplyView hash(reply);
+  std::vector<std::string_view> released;
+  for (std::size_t i = 0; i + 1 < hash.size(); i += 2) {
+    const std::string_view field = hash[i].text();
+    const std::string_view value = hash[i + 1].text();
+    if (field == "permits") info.permits = static_cast<int>(to_ll(value));
+    if (field.substr(0, 2) == "h:") info.holders.push_back(holder_of(field.substr(2), value));
+    if (field.substr(0, 2) == "r:") released.push_back(field.substr(2));
+    if (field.substr(0, 2) == "q:") info.queue.push_back(handoff_waiter_of(value));
+  }
+  if (info.owner == "*shared" || info.owner == "*permits") {
+    info.mode = info.owner == "*shared" ? "shared" : "permits";
+    for (HolderInfo& holder : info.holders) {
+      holder.min_hold =
+          std::find(released.begin(), released.end(), holder.owner) != released.end();
+    }
+  }
+  Reply extra = read_holders_and_queue(conn, lock_key, info, asking);
+  return answered(extra) ? std::move(reply) : std::move(extra);
 }
 
 bool removed_of(const Reply& reply, const std::string& user_key, std::optional<LockInfo>& removed,

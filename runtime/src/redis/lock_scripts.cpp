@@ -39,6 +39,48 @@ ScriptCall acquire_call(const LockKeys& keys, const GrantRequest& request, Milli
   return call;
 }
 
+ScriptCall acquire_together_call(const std::vector<LockKeys>& keys, const GrantRequest& request,
+                                 Millis key_ttl, std::int64_t not_after_us) {
+  ScriptCall call{&acquire_together_script(),
+                  {},
+                  {std::string(request.owner), millis_text(key_ttl), std::to_string(not_after_us),
+                   host_name(), std::to_string(process_id()), std::to_string(thread_id()),
+                   std::string(request.name), fence_lifetime_text()}};
+  call.keys.reserve(5 * keys.size());
+  for (const LockKeys& one : keys) {
+    for (const std::string* key : {&one.lock, &one.fence, &one.holders, &one.queue, &one.places}) {
+      call.keys.push_back(*key);
+    }
+  }
+  return call;
+}
+
+GrantReply together_grant_of(const Reply& reply, std::size_t count) {
+  GrantReply out = grant_of(reply);  // errors, busy and too late read as for one key
+  const ReplyView raw(reply);
+  if (out.kind == GrantReply::Kind::kAcquired) {
+    out.ttl = Millis{static_cast<long long>(out.token)};  // {1, ttl, tokens...}
+    out.token = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::optional<long long> token = raw[2 + i].integer();
+      if (!token || *token <= 0) {
+        out = GrantReply{};
+        out.error = "unexpected reply to acquire_together";
+        return out;
+      }
+      out.tokens.push_back(static_cast<std::uint64_t>(*token));
+    }
+    out.token = out.tokens.front();
+  } else if (out.kind == GrantReply::Kind::kBusy) {
+    // {0, i, ttl, last}: grant_of read i as the ttl.
+    const std::optional<long long> ttl = raw[2].integer(), last = raw[3].integer();
+    out.busy_index = static_cast<std::size_t>(std::max<long long>(1, out.ttl.count()) - 1);
+    out.ttl = Millis{std::max(0LL, ttl.value_or(0))};
+    out.last_token = last && *last > 0 ? static_cast<std::uint64_t>(*last) : 0;
+  }
+  return out;
+}
+
 ScriptCall renew_call(const LockKeys& keys, std::string_view owner, Millis ttl,
                       std::uint64_t token_floor) {
   return ScriptCall{&renew_script(),
@@ -87,7 +129,7 @@ GrantReply grant_of(const Reply& reply) {
   } else if (*code == -2) {
     out.kind = GrantReply::Kind::kRefused;
     out.error = "the key is held as another kind of lock (a semaphore and a lock never share "
-                "a key)";
+                "a key), or as a semaphore of another number of permits";
   } else {
     out.error = "the server answered after the command timeout; nothing was taken";
   }

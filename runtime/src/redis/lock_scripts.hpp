@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "backend.hpp"
 #include "redis/keys.hpp"
@@ -23,6 +24,13 @@ inline constexpr Millis kFenceLifetime{7LL * 24 * 3600 * 1000};
 /// the server's clock has passed `not_after_us` (Connection::server_time_us; 0: no limit).
 [[nodiscard]] ScriptCall acquire_call(const LockKeys& keys, const GrantRequest& request,
                                       Millis key_ttl, std::int64_t not_after_us);
+/// acquire_together.lua: every lock of `keys` (one server, one slot) or none, exclusive.
+[[nodiscard]] ScriptCall acquire_together_call(const std::vector<LockKeys>& keys,
+                                               const GrantRequest& request, Millis key_ttl,
+                                               std::int64_t not_after_us);
+/// What a reply to acquire_together_call() for `count` keys means (GrantReply::tokens,
+/// busy_index); no reply or an error reply is kUnavailable.
+[[nodiscard]] GrantReply together_grant_of(const Reply& reply, std::size_t count);
 /// renew.lua. A `token_floor` above 0 also raises the fencing counter to it (Redlock).
 [[nodiscard]] ScriptCall renew_call(const LockKeys& keys, std::string_view owner, Millis ttl,
                                     std::uint64_t token_floor = 0);

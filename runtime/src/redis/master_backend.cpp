@@ -42,6 +42,28 @@ class MasterBackend final : public RoutedBackend {
     });
   }
 
+  // One server holds every key; with WAIT for replicas, one by one (each grant is checked).
+  [[nodiscard]] bool takes_together(const std::vector<Key>& /*keys*/) const override {
+    return config_.wait_replicas == 0;
+  }
+
+  GrantReply acquire_together(const std::vector<Key>& keys, const GrantRequest& request) override {
+    std::vector<LockKeys> all;
+    all.reserve(keys.size());
+    for (const Key& key : keys) all.push_back(lock_keys(service_, key.str()));
+    const Reply last = on_master(request.give_up_at, [&](Connection& conn) {
+      const auto send = [&] {
+        return acquire_together_call(all, request, request.lease,
+                                     conn.server_time_us(request.give_up_at))
+            .run(conn);
+      };
+      Reply reply = send();
+      if (late_by_a_stale_clock(conn, reply, request.give_up_at)) reply = send();
+      return reply;
+    });
+    return together_grant_of(last, keys.size());
+  }
+
   GrantReply acquire(const GrantRequest& request) override {
     const LockKeys keys = lock_keys(service_, request.key.str());
     GrantReply not_replicated;

@@ -58,6 +58,11 @@ const Script& release_script() {
       new Script(with_holders("release", lua::kReleaseLua));  // never destroyed: see below
   return *s;
 }
+const Script& acquire_together_script() {
+  static const Script* s = new Script(
+      with_holders("acquire_together", lua::kAcquireTogetherLua));  // never destroyed: see above
+  return *s;
+}
 const Script& acquire_shared_script() {
   static const Script* s = new Script(
       with_holders("acquire_shared", lua::kAcquireSharedLua));  // never destroyed: see above

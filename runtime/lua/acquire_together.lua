@@ -1,0 +1,68 @@
+-- Takes several locks for ARGV[1] at once, all or none: the exclusive lock of acquire.lua on
+-- each, on one server (on a cluster, keys of one slot). A lock held by another owner, one in
+-- use as a semaphore or one with waiters in its fair queue makes the whole request busy,
+-- with nothing written; the caller then takes the keys one by one, waiting as each needs.
+--
+-- KEYS     for each lock i = 1..m, five keys: the lock, its fencing counter, its holders,
+--          its fair queue and the queue's places (acquire.lua, holders.lua)
+-- ARGV[1..8] as acquire.lua (owner, lease ms, not-after us, host, pid, thread, lock name,
+--          lifetime of the fencing counters)
+--
+-- Returns {1, ttl, token_1, ..., token_m} granted (ttl: the least time left of the keys),
+-- {0, i, ttl, last token of i} lock i busy, {-1, 0} too late (nothing held).
+local now_us = server_now_us()
+local not_after = tonumber(ARGV[3])
+local late = not_after > 0 and now_us > not_after
+local m = #KEYS / 5
+local owners = {}
+for i = 1, m do
+  local lock, fence, holders = KEYS[5 * i - 4], KEYS[5 * i - 3], KEYS[5 * i - 2]
+  local owner = redis.call('HGET', lock, 'owner')
+  if is_marker(owner) and prune_holders(lock, holders, now_us) == 0 then
+    clear_holders(lock, holders)
+    owner = nil
+  end
+  local queued = redis.call('EXISTS', KEYS[5 * i - 1]) == 1 and
+                 #fair_head(KEYS[5 * i - 1], KEYS[5 * i], now_us) > 0
+  if (owner and owner ~= ARGV[1]) or queued then
+    if late then
+      return {-1, 0}
+    end
+    local ttl = owner and redis.call('PTTL', lock) or 0
+    return {0, i, math.max(ttl, owner and 1 or 0), tonumber(redis.call('GET', fence) or '0')}
+  end
+  owners[i] = owner
+end
+if late then
+  -- A retry that comes after its caller gave up leaves nothing behind.
+  for i = 1, m do
+    if owners[i] == ARGV[1] and not redis.call('HGET', KEYS[5 * i - 4], 'qtail') then
+      redis.call('DEL', KEYS[5 * i - 4])
+    end
+  end
+  return {-1, 0}
+end
+local out = {1, tonumber(ARGV[2])}
+for i = 1, m do
+  local lock, fence = KEYS[5 * i - 4], KEYS[5 * i - 3]
+  if owners[i] == ARGV[1] then
+    -- Granted by an earlier attempt whose reply was lost.
+    out[i + 2] = tonumber(redis.call('HGET', lock, 'token'))
+    out[2] = math.min(out[2], math.max(redis.call('PTTL', lock), 1))
+  else
+    local last = tonumber(redis.call('GET', fence) or '0')
+    local token_text = us_text(math.max(last + 1, now_us))
+    redis.call('SET', fence, token_text, 'PX', ARGV[8])
+    redis.call('HSET', lock, 'owner', ARGV[1], 'token', token_text, 'host', ARGV[4],
+               'pid', ARGV[5], 'thread', ARGV[6], 'name', ARGV[7],
+               'acquired_at_ms', us_text(math.floor(now_us / 1000)), 'lease_ms', ARGV[2])
+    redis.call('HDEL', lock, 'wpending')
+    local n = redis.call('HGET', lock, 'w:' .. ARGV[1])
+    if n then
+      redis.call('HDEL', lock, 'w:' .. ARGV[1], 'q:' .. n)
+    end
+    redis.call('PEXPIRE', lock, ARGV[2])
+    out[i + 2] = tonumber(token_text)
+  end
+end
+return out
