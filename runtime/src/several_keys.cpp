@@ -21,7 +21,9 @@ Lease ClientCore::acquire(const std::vector<Key>& given, const LockSettings& ask
   }
   if (keys.empty()) throw ConfigError("acquire: the list of keys is empty");
   if (given.size() == 1) return acquire(keys.front(), asked, name);
-  Lease lease = keys.size() == 1 ? acquire(keys.front(), asked, name) : acquire_distinct(keys, asked, name);
+  if (keys.size() == given.size()) return acquire_distinct(keys, asked, name);
+  Lease lease =
+      keys.size() == 1 ? acquire(keys.front(), asked, name) : acquire_distinct(keys, asked, name);
   if (!lease.acquired()) return lease;
   // One part per distinct key; token(i) and keys() follow the keys as given, repeats included.
   std::shared_ptr<LeaseState> state = std::move(lease.state_);
