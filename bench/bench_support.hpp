@@ -115,7 +115,7 @@ class RawConnection {
 
 /// The text of one of dlock's scripts (runtime/lua/NAME), for raw references that send
 /// dlock's own scripts without the client library.
-inline std::string lua_source(const std::string& name) {
+inline std::string lua_file(const std::string& name) {
   const std::string here = __FILE__;
   const std::string path = here.substr(0, here.rfind('/') + 1) + "../runtime/lua/" + name;
   std::ifstream in(path);
@@ -123,6 +123,12 @@ inline std::string lua_source(const std::string& name) {
   text << in.rdbuf();
   if (!in || text.str().empty()) throw std::runtime_error("cannot read " + path);
   return text.str();
+}
+
+/// A lock script as the runtime sends it: holders.lua put before it (scripts.cpp). Its five
+/// keys are the lock, the fencing counter, the holders, the fair queue and its places.
+inline std::string lua_source(const std::string& name) {
+  return lua_file("holders.lua") + lua_file(name);
 }
 
 /// The minimal owner-checked release of the floor: delete the key if it still holds our value.

@@ -127,8 +127,9 @@ class RawScriptsFloor {
     expect(take(waiter_, waiter, 5000) == 0, "the waiter's queued try");
     std::this_thread::sleep_for(settle);
     const auto released_at = Clock::now();
-    freeReplyObject(holder_.command("EVALSHA %s 2 %s %s %s 0 %s 0 604800000", release_.c_str(),
-                                    kLock, kFence, holder.c_str(), kChannel));
+    freeReplyObject(holder_.command("EVALSHA %s 5 %s %s %s %s %s %s 0 %s 0 604800000",
+                                    release_.c_str(), kLock, kFence, kHolders, kQueue, kPlaces,
+                                    holder.c_str(), kChannel));
     redisReply* message = subscriber_.next_reply();
     const auto granted_at = Clock::now();
     const bool ours = message->type == REDIS_REPLY_ARRAY && message->elements == 3 &&
@@ -136,8 +137,9 @@ class RawScriptsFloor {
                               .find(waiter) != std::string_view::npos;
     freeReplyObject(message);
     expect(ours, "the grant's message");
-    freeReplyObject(waiter_.command("EVALSHA %s 2 %s %s %s 0 %s 0 604800000", release_.c_str(),
-                                    kLock, kFence, waiter.c_str(), kChannel));
+    freeReplyObject(waiter_.command("EVALSHA %s 5 %s %s %s %s %s %s 0 %s 0 604800000",
+                                    release_.c_str(), kLock, kFence, kHolders, kQueue, kPlaces,
+                                    waiter.c_str(), kChannel));
     freeReplyObject(subscriber_.next_reply());  // that release's own message
     return micros(granted_at - released_at);
   }
@@ -146,12 +148,16 @@ class RawScriptsFloor {
   static constexpr const char* kLock = "dlock:{bench:raw-handoff}:lock";
   static constexpr const char* kFence = "dlock:{bench:raw-handoff}:fence";
   static constexpr const char* kChannel = "dlock:{bench:raw-handoff}:released";
+  static constexpr const char* kHolders = "dlock:{bench:raw-handoff}:holders";
+  static constexpr const char* kQueue = "dlock:{bench:raw-handoff}:queue";
+  static constexpr const char* kPlaces = "dlock:{bench:raw-handoff}:places";
 
   // acquire.lua with the arguments dlock sends; the reply's first element (1 granted, 0 busy).
   long long take(dlock::bench::RawConnection& conn, const std::string& owner, int place_ms) {
     redisReply* reply = conn.command(
-        "EVALSHA %s 2 %s %s %s 30000 0 bench-host 12345 12345 raw-handoff 604800000 %d",
-        acquire_.c_str(), kLock, kFence, owner.c_str(), place_ms);
+        "EVALSHA %s 5 %s %s %s %s %s %s 30000 0 bench-host 12345 12345 raw-handoff 604800000 %d "
+        "0 0",
+        acquire_.c_str(), kLock, kFence, kHolders, kQueue, kPlaces, owner.c_str(), place_ms);
     const long long code = reply->type == REDIS_REPLY_ARRAY && reply->elements > 0
                                ? reply->element[0]->integer
                                : -9;

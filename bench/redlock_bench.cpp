@@ -176,10 +176,15 @@ struct RawCycle {
     if (scripts) {
       const std::string acquire_sha = raw.load(dlock::bench::lua_source("acquire.lua"));
       const std::string release_sha = raw.load(dlock::bench::lua_source("release.lua"));
-      acquire = {"EVALSHA", acquire_sha, "2", "raw:{k}:lock", "raw:{k}:fence", "raw-owner", "30002", "0",
-                 "bench-host", "1", "1", "raw", "86400000", "0"};
-      release = {"EVALSHA", release_sha, "2", "raw:{k}:lock", "raw:{k}:fence", "raw-owner", "0",
-                 "raw:{k}:released", "0", "86400000"};
+      acquire = {"EVALSHA",        acquire_sha,      "5",           "raw:{k}:lock",
+                 "raw:{k}:fence",  "raw:{k}:holders", "raw:{k}:queue", "raw:{k}:places",
+                 "raw-owner",      "30002",          "0",           "bench-host",
+                 "1",              "1",              "raw",         "86400000",
+                 "0",              "0",              "0"};
+      release = {"EVALSHA",       "raw:{k}:lock",    "raw:{k}:fence", "raw:{k}:holders",
+                 "raw:{k}:queue", "raw:{k}:places",  "raw-owner",     "0",
+                 "raw:{k}:released", "0",            "86400000"};
+      release.insert(release.begin() + 1, {release_sha, "5"});
     } else {
       const std::string sha = raw.load(kSimpleRelease);
       acquire = {"SET", "raw-lock", "owner-1", "NX", "PX", "30000"};

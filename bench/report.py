@@ -9,7 +9,8 @@ Inputs (each optional; a missing or failed measurement becomes a row saying so):
                                   Google Benchmark JSON (medians of the repetitions if any)
   figure7-dlock-<peer>-<settings>.json  dlock's woven cycle measured just before that peer
   figure2-<threads>.txt, figure3.txt, figure5.txt, figure6.txt, figure7-<peer>-<settings>.txt,
-  figure12-handoff.txt, figure13.txt, figure13-handoff.txt, figure14.txt, figure14-handoff.txt
+  figure12-handoff.txt, figure13.txt, figure13-handoff.txt, figure14.txt, figure14-handoff.txt,
+  figure15.txt
                                   program output whose RESULT lines carry the figures
 """
 import json
@@ -312,6 +313,25 @@ def figure14(results, table):
         "handoff": "watch + Txn", "other_floor": ("range", "watch + Range")})
 
 
+def figure15(results, table):
+    r = result_line(read(results, "figure15.txt"), "kinds")
+    if r is None:
+        table.missing("15 lock kinds", "failed or not run")
+        return
+    x = float(r["exclusive_us"])
+    two = float(r["two_keys_us"])
+    table.add("15 cycle, two keys on one server", us(two), f"one key {us(x)}",
+              f"{two / x:.2f}×", "≤ 1.2×", verdict(two / x <= 1.2))
+    for kind, word in (("permit", "a permit of 3"), ("shared", "a shared hold")):
+        value = float(r[f"{kind}_us"])
+        table.add(f"15 cycle, {word}", us(value), f"exclusive {us(x)}", f"{value / x:.2f}×", "", "")
+    st, xt = float(r["shared_tput"]), float(r["exclusive_tput"])
+    table.add("15 8 threads on one key, shared", f"{st:,.0f}/s", f"exclusive {xt:,.0f}/s",
+              f"{st / xt:.2f}×", "", "")
+    ph, fh = float(r["plain_handoff_us"]), float(r["fair_handoff_us"])
+    table.add("15 handoff, fair", us(fh), f"plain {us(ph)}", f"{fh / ph:.2f}×", "", "")
+
+
 def main():
     if len(sys.argv) != 2 or not os.path.isdir(sys.argv[1]):
         print("usage: report.py RESULTS_DIR", file=sys.stderr)
@@ -333,6 +353,7 @@ def main():
     figure12(results, table)
     figure13(results, table)
     figure14(results, table)
+    figure15(results, table)
     table.print()
     return 0
 

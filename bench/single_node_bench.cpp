@@ -49,14 +49,17 @@ void BM_RawDlockScripts(benchmark::State& state) {
   const std::string acquire = raw.load_script(lua_source("acquire.lua").c_str());
   const std::string release = raw.load_script(lua_source("release.lua").c_str());
   // The keys, owner id and metadata dlock would send for this lock (see lock_scripts.cpp).
-  const char* lock = "dlock:{bench:raw-key}:lock";
-  const char* fence = "dlock:{bench:raw-key}:fence";
+  const char* keys =
+      "dlock:{bench:raw-key}:lock dlock:{bench:raw-key}:fence dlock:{bench:raw-key}:holders "
+      "dlock:{bench:raw-key}:queue dlock:{bench:raw-key}:places";
   const char* owner = "5f3a9c1e2b7d4a605f3a9c1e2b7d4a60:1a";
+  const std::string acquire_call = "EVALSHA " + acquire + " 5 " + keys + " " + owner +
+                                   " 30000 0 bench-host 12345 12345 raw-key 604800000 0 0 0";
+  const std::string release_call = "EVALSHA " + release + " 5 " + keys + " " + owner +
+                                   " 0 dlock:{bench:raw-key}:released 0 604800000";
   for (auto _ : state) {
-    raw.run("EVALSHA %s 2 %s %s %s 30000 0 bench-host 12345 12345 raw-key 604800000 0", acquire.c_str(), lock,
-            fence, owner);
-    raw.run("EVALSHA %s 2 %s %s %s 0 dlock:{bench:raw-key}:released 0 604800000", release.c_str(), lock, fence,
-            owner);
+    raw.run(acquire_call.c_str());
+    raw.run(release_call.c_str());
   }
 }
 BENCHMARK(BM_RawDlockScripts);
