@@ -95,7 +95,8 @@ struct KindVerdict {
 
 /// Checks the kinds over the holds of every worker: exclusion per key (an exclusive hold
 /// overlaps no other hold of any of its keys, shared holds only shared ones), at most
-/// `permits` permit holds at once, and, for `fair`, arrival order. Overlaps where one side's
+/// `permits` permit holds at once, and, for `fair`, arrival order. Two writers of the fenced
+/// store (Hold::fenced) are left to analyse: fencing decides whether their overlap harmed. Overlaps where one side's
 /// lease had lapsed by its end, or during a clock step (`clock-step` faults, a hazard of the
 /// server's clock), are counted apart and are not violations.
 KindVerdict analyse_kinds(const std::vector<WorkerHistory>& workers, const std::vector<Fault>& faults,

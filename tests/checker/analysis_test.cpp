@@ -94,12 +94,13 @@ TEST(CheckerAnalysis, AMalformedStoreEntryIsRefused) {
 
 // A hold of a lock kind: "B seq token t kind keys tokens t_call t_answer" and its end.
 std::string kind_hold(long seq, const char* kind, const char* keys, long long from_ms, long long to_ms,
-                      const char* validity = "valid", long long call_ms = 0, long long answer_ms = 0) {
+                      const char* validity = "valid", long long call_ms = 0, long long answer_ms = 0,
+                      const char* result = "none") {
   const auto ns = [](long long ms) { return std::to_string(ms * 1'000'000); };
   const std::string t = ns(to_ms);
   return "B " + std::to_string(seq) + " 7 " + ns(from_ms) + " " + kind + " " + keys + " 7 " +
          ns(call_ms > 0 ? call_ms : from_ms) + " " + ns(answer_ms > 0 ? answer_ms : from_ms) + "\n" + "E " +
-         std::to_string(seq) + " 7 " + t + " " + t + " " + t + " none " + t + " " + validity + "\n";
+         std::to_string(seq) + " 7 " + t + " " + t + " " + t + " " + result + " " + t + " " + validity + "\n";
 }
 
 KindVerdict kinds(const std::vector<std::string>& histories, long permits = 0, bool fair = false) {
@@ -165,6 +166,18 @@ TEST(CheckerKinds, AFairWaiterOvertakenByALaterArrivalIsAViolation) {
   const std::string unordered = kind_hold(1, "exclusive", "counter", 10, 20, "valid", 2, 3);
   EXPECT_TRUE(kinds({kind_hold(1, "exclusive", "counter", 30, 40, "valid", 1, 3), unordered}, 0, true)
                   .violations.empty());
+}
+
+TEST(CheckerKinds, TwoWritersAreLeftToTheFencedStore) {
+  // The exclusive checks are unchanged: an overlap of writers is judged by fencing.
+  const auto writers = kinds({begin(1, "10", 0) + end(1, "10", "rejected", 50),
+                              begin(1, "11", 20) + end(1, "11", "accepted", 25)});
+  EXPECT_EQ(writers.overlaps_held, 0);
+  EXPECT_TRUE(writers.violations.empty());
+  // A reader is not: a writer overlapping it is a violation whatever the store says.
+  const auto reader = kinds({kind_hold(1, "exclusive", "counter", 0, 50, "valid", 0, 0, "accepted"),
+                             kind_hold(1, "shared", "counter", 20, 25)});
+  EXPECT_EQ(reader.overlaps_held, 1);
 }
 
 TEST(CheckerKinds, HoldsThatDidNotWriteAreLeftOutOfTheStoreChecks) {
