@@ -125,6 +125,7 @@ Verdict analyse(const std::vector<WorkerHistory>& workers, const std::vector<Sto
       if (h.fenced()) holds.push_back(h);
       ++v.sections;
       if (h.completed) ++v.completed;
+      if (h.completed && h.fenced()) ++v.writers_completed;
       else ++incomplete;
       if (h.killed) ++v.cut_by_kill;
       if (h.write == "accepted") ++history_accepted;

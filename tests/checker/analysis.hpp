@@ -59,6 +59,7 @@ std::vector<StoreOp> parse_store_log(const std::vector<std::string>& lines);
 
 struct Verdict {
   long sections = 0, completed = 0, cut_by_kill = 0;
+  long writers_completed = 0;   ///< completed holds that wrote to the fenced store (Hold::fenced)
   long busy = 0, unavailable = 0, errors = 0;
   long overlaps = 0;            ///< pairs of holds whose bodies ran at the same time
   long stale_holds = 0;         ///< holds on the lower-token side of at least one overlap
@@ -82,11 +83,12 @@ struct KindVerdict {
   /// by the kind of the later one ("exclusive", "shared", "permit").
   std::map<std::string, long> overlaps_by_kind;
   long overlaps_expired = 0;     ///< one side's client no longer held its lease at its end
-  long overlaps_clock = 0;       ///< both held, during a clock step (the server expired early)
+                                 ///< (permits: over N only with such holds)
+  long overlaps_beyond_promise = 0;  ///< both held, during a clock step or a restart without data
   long overlaps_held = 0;        ///< both clients held their leases: a violation
   long most_permits = 0;         ///< the most permits of one key held at one instant
-  long over_permits_held = 0;    ///< instants over N counting only holds valid at their end
-  long fair_pairs = 0;           ///< pairs ordered by the client's own times (a answered before b sent)
+  long over_permits_held = 0;    ///< instants over N counting only holds valid at their end (a violation)
+  long fair_pairs = 0;           ///< pairs where a was answered before b called and granted after: a waited
   long fair_inversions = 0;      ///< of those, b granted before a (sections b)
   long fair_inversions_in_faults = 0;
   std::vector<std::string> examples;  ///< one line per kind of finding, for the report
@@ -97,8 +99,9 @@ struct KindVerdict {
 /// overlaps no other hold of any of its keys, shared holds only shared ones), at most
 /// `permits` permit holds at once, and, for `fair`, arrival order. Two writers of the fenced
 /// store (Hold::fenced) are left to analyse: fencing decides whether their overlap harmed. Overlaps where one side's
-/// lease had lapsed by its end, or during a clock step (`clock-step` faults, a hazard of the
-/// server's clock), are counted apart and are not violations.
+/// lease had lapsed by its end, or during a fault past what the topology promises (a clock
+/// step, a restart without data: only fencing helps there), are counted apart and are not
+/// violations.
 KindVerdict analyse_kinds(const std::vector<WorkerHistory>& workers, const std::vector<Fault>& faults,
                           long permits, bool fair, long long lease_ns);
 
