@@ -13,6 +13,14 @@ namespace {
 // Tokens are decimal numbers below 2^64, written without sign or leading zeros.
 std::uint64_t token_value(const std::string& token) { return std::stoull(token); }
 
+// "a,b,c" -> {"a", "b", "c"}.
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> parts;
+  std::istringstream in(text);
+  for (std::string part; std::getline(in, part, ',');) parts.push_back(part);
+  return parts;
+}
+
 }  // namespace
 
 WorkerHistory parse_history(int worker, const std::string& text, long long killed_at, long long run_end) {
@@ -32,6 +40,13 @@ WorkerHistory parse_history(int worker, const std::string& text, long long kille
       hold.worker = worker;
       hold.sequence = sequence;
       if (!(fields >> hold.token >> hold.begin)) continue;
+      std::string keys, tokens;
+      if (fields >> hold.kind >> keys >> tokens >> hold.call >> hold.answer) {
+        hold.keys = split(keys);
+        hold.tokens = split(tokens);
+      } else {
+        hold.kind = "exclusive";
+      }
       if (open) {  // a B without its end: cannot happen unless a line was lost
         current.end = hold.begin;
         history.holds.push_back(current);
@@ -46,6 +61,8 @@ WorkerHistory parse_history(int worker, const std::string& text, long long kille
       current.end = t_end;
       current.completed = true;
       current.write = result;
+      std::string validity;
+      current.valid_at_end = !(fields >> validity) || validity != "expired";
       history.holds.push_back(current);
       open = false;
     } else if (kind == 'X') {
@@ -103,15 +120,18 @@ Verdict analyse(const std::vector<WorkerHistory>& workers, const std::vector<Sto
     v.unavailable += w.unavailable;
     v.errors += w.errors;
     for (const auto& h : w.holds) {
-      holds.push_back(h);
+      // Only exclusive writers of the one key are judged by the store (analyse_kinds does
+      // the rest); a hold that did not write counts as a section, not as a write.
+      if (h.fenced()) holds.push_back(h);
+      ++v.sections;
       if (h.completed) ++v.completed;
+      if (h.completed && h.fenced()) ++v.writers_completed;
       else ++incomplete;
       if (h.killed) ++v.cut_by_kill;
       if (h.write == "accepted") ++history_accepted;
       if (h.write == "rejected") ++history_rejected;
     }
   }
-  v.sections = static_cast<long>(holds.size());
 
   // The store's order: where each token first read, and where its write was accepted.
   std::unordered_map<std::string, std::size_t> first_read, accepted_write;

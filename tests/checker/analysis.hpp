@@ -18,7 +18,17 @@ struct Hold {
   long long end = 0;    ///< end of the body; the kill time for a worker killed inside it
   bool completed = false;  ///< an E line was written
   bool killed = false;     ///< the worker died inside the body
-  std::string write;       ///< accepted | rejected | "" (no E line)
+  std::string write;       ///< accepted | rejected | none (did not write) | "" (no E line)
+  // Lock kinds (--kind): the optional fields of a B line and the last field of an E line.
+  std::string kind = "exclusive";   ///< exclusive | shared | permit
+  std::vector<std::string> keys;    ///< the lease's keys (empty: the one lock key)
+  std::vector<std::string> tokens;  ///< one per key, in the order of keys
+  long long call = 0;    ///< the guard was called: no request sent before (0: not recorded)
+  long long answer = 0;  ///< the first try's answer was read by then (0: not recorded)
+  bool valid_at_end = true;  ///< the client still held the lease when the body ended
+  /// Whether the fenced store judges this hold: an exclusive hold of the one lock key that
+  /// writes (shared holds, permits and holds of several keys do not write).
+  [[nodiscard]] bool fenced() const { return kind == "exclusive" && keys.size() <= 1 && write != "none"; }
 };
 
 /// A fault as the controller ran it.
@@ -49,6 +59,7 @@ std::vector<StoreOp> parse_store_log(const std::vector<std::string>& lines);
 
 struct Verdict {
   long sections = 0, completed = 0, cut_by_kill = 0;
+  long writers_completed = 0;   ///< completed holds that wrote to the fenced store (Hold::fenced)
   long busy = 0, unavailable = 0, errors = 0;
   long overlaps = 0;            ///< pairs of holds whose bodies ran at the same time
   long stale_holds = 0;         ///< holds on the lower-token side of at least one overlap
@@ -65,6 +76,34 @@ struct Verdict {
   bool history_matches_store = false;
   std::vector<std::string> violations;
 };
+
+/// What the lock kinds promise, checked key by key over every hold (fenced or not).
+struct KindVerdict {
+  /// Pairs of holds of one key whose kinds exclude each other and whose bodies overlapped,
+  /// by the kind of the later one ("exclusive", "shared", "permit").
+  std::map<std::string, long> overlaps_by_kind;
+  long overlaps_expired = 0;     ///< one side's client no longer held its lease at its end
+                                 ///< (permits: over N only with such holds)
+  long overlaps_beyond_promise = 0;  ///< both held, during a clock step or a restart without data
+  long overlaps_held = 0;        ///< both clients held their leases: a violation
+  long most_permits = 0;         ///< the most permits of one key held at one instant
+  long over_permits_held = 0;    ///< instants over N counting only holds valid at their end (a violation)
+  long fair_pairs = 0;           ///< pairs where a was answered before b called and granted after: a waited
+  long fair_inversions = 0;      ///< of those, b granted before a (sections b)
+  long fair_inversions_in_faults = 0;
+  std::vector<std::string> examples;  ///< one line per kind of finding, for the report
+  std::vector<std::string> violations;
+};
+
+/// Checks the kinds over the holds of every worker: exclusion per key (an exclusive hold
+/// overlaps no other hold of any of its keys, shared holds only shared ones), at most
+/// `permits` permit holds at once, and, for `fair`, arrival order. Two writers of the fenced
+/// store (Hold::fenced) are left to analyse: fencing decides whether their overlap harmed. Overlaps where one side's
+/// lease had lapsed by its end, or during a fault past what the topology promises (a clock
+/// step, a restart without data: only fencing helps there), are counted apart and are not
+/// violations.
+KindVerdict analyse_kinds(const std::vector<WorkerHistory>& workers, const std::vector<Fault>& faults,
+                          long permits, bool fair, long long lease_ns);
 
 /// Runs every check. `lease_ns` widens each fault's window for the attribution of overlaps.
 Verdict analyse(const std::vector<WorkerHistory>& workers, const std::vector<StoreOp>& store,

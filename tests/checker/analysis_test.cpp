@@ -92,5 +92,102 @@ TEST(CheckerAnalysis, AMalformedStoreEntryIsRefused) {
   EXPECT_THROW(parse_store_log({"W 10"}), std::runtime_error);
 }
 
+// A hold of a lock kind: "B seq token t kind keys tokens t_call t_answer" and its end.
+std::string kind_hold(long seq, const char* kind, const char* keys, long long from_ms, long long to_ms,
+                      const char* validity = "valid", long long call_ms = 0, long long answer_ms = 0,
+                      const char* result = "none") {
+  const auto ns = [](long long ms) { return std::to_string(ms * 1'000'000); };
+  const std::string t = ns(to_ms);
+  return "B " + std::to_string(seq) + " 7 " + ns(from_ms) + " " + kind + " " + keys + " 7 " +
+         ns(call_ms > 0 ? call_ms : from_ms) + " " + ns(answer_ms > 0 ? answer_ms : from_ms) + "\n" + "E " +
+         std::to_string(seq) + " 7 " + t + " " + t + " " + t + " " + result + " " + t + " " + validity + "\n";
+}
+
+KindVerdict kinds(const std::vector<std::string>& histories, long permits = 0, bool fair = false) {
+  std::vector<WorkerHistory> workers;
+  for (std::size_t i = 0; i < histories.size(); ++i) {
+    workers.push_back(parse_history(static_cast<int>(i) + 1, histories[i], 0, 1'000'000'000));
+  }
+  return analyse_kinds(workers, {}, permits, fair, 1'000'000'000);
+}
+
+TEST(CheckerKinds, ReadersOverlapEachOtherButNotAWriter) {
+  const auto clean = kinds({kind_hold(1, "shared", "counter", 0, 10), kind_hold(1, "shared", "counter", 5, 15),
+                            kind_hold(1, "exclusive", "counter", 16, 20)});
+  EXPECT_EQ(clean.overlaps_held, 0);
+  EXPECT_TRUE(clean.violations.empty());
+  const auto broken = kinds({kind_hold(1, "shared", "counter", 0, 10), kind_hold(1, "exclusive", "counter", 5, 15)});
+  EXPECT_EQ(broken.overlaps_held, 1);
+  EXPECT_EQ(broken.overlaps_by_kind.at("exclusive"), 1);
+  ASSERT_EQ(broken.violations.size(), 1u);
+}
+
+TEST(CheckerKinds, AnOverlapWithALapsedLeaseIsNotAViolation) {
+  // The reader was stopped past its lease: the writer's grant was right.
+  const auto v = kinds({kind_hold(1, "shared", "counter", 0, 3000, "expired"),
+                        kind_hold(1, "exclusive", "counter", 1500, 1510)});
+  EXPECT_EQ(v.overlaps_expired, 1);
+  EXPECT_TRUE(v.violations.empty());
+}
+
+TEST(CheckerKinds, MoreHoldersThanPermitsIsAViolation) {
+  const std::vector<std::string> three{kind_hold(1, "permit", "counter", 0, 10),
+                                       kind_hold(1, "permit", "counter", 2, 12),
+                                       kind_hold(1, "permit", "counter", 4, 14)};
+  EXPECT_TRUE(kinds(three, 3).violations.empty());
+  EXPECT_EQ(kinds(three, 3).most_permits, 3);
+  const auto v = kinds(three, 2);
+  EXPECT_EQ(v.over_permits_held, 1);
+  ASSERT_EQ(v.violations.size(), 1u);
+  // Back to back, two at a time.
+  EXPECT_TRUE(kinds({kind_hold(1, "permit", "counter", 0, 10), kind_hold(1, "permit", "counter", 2, 12),
+                     kind_hold(2, "permit", "counter", 10, 14)}, 2).violations.empty());
+}
+
+TEST(CheckerKinds, HoldsOfSeveralKeysExcludeOnEveryCommonKey) {
+  const auto disjoint = kinds({kind_hold(1, "exclusive", "a,b", 0, 10), kind_hold(1, "exclusive", "c", 5, 15)});
+  EXPECT_TRUE(disjoint.violations.empty());
+  const auto common = kinds({kind_hold(1, "exclusive", "a,b", 0, 10), kind_hold(1, "exclusive", "c,b", 5, 15)});
+  EXPECT_EQ(common.overlaps_held, 1);
+  ASSERT_EQ(common.violations.size(), 1u);
+  EXPECT_NE(common.examples.at(0).find("key 'b'"), std::string::npos);
+}
+
+TEST(CheckerKinds, AFairWaiterOvertakenByALaterArrivalIsAViolation) {
+  // Worker 1 called at 0, its first try was answered (busy) by 2; worker 2 called at 5.
+  const std::string first = kind_hold(1, "exclusive", "counter", 30, 40, "valid", 1, 2);
+  const std::string in_order = kind_hold(1, "exclusive", "counter", 41, 50, "valid", 5, 6);
+  const std::string overtaking = kind_hold(1, "exclusive", "counter", 10, 20, "valid", 5, 6);
+  EXPECT_TRUE(kinds({first, in_order}, 0, true).violations.empty());
+  const auto v = kinds({first, overtaking}, 0, true);
+  EXPECT_EQ(v.fair_inversions, 1);
+  ASSERT_EQ(v.violations.size(), 1u);
+  // Calls too close to tell: b called before a's answer was seen.
+  const std::string unordered = kind_hold(1, "exclusive", "counter", 10, 20, "valid", 2, 3);
+  EXPECT_TRUE(kinds({kind_hold(1, "exclusive", "counter", 30, 40, "valid", 1, 3), unordered}, 0, true)
+                  .violations.empty());
+}
+
+TEST(CheckerKinds, TwoWritersAreLeftToTheFencedStore) {
+  // The exclusive checks are unchanged: an overlap of writers is judged by fencing.
+  const auto writers = kinds({begin(1, "10", 0) + end(1, "10", "rejected", 50),
+                              begin(1, "11", 20) + end(1, "11", "accepted", 25)});
+  EXPECT_EQ(writers.overlaps_held, 0);
+  EXPECT_TRUE(writers.violations.empty());
+  // A reader is not: a writer overlapping it is a violation whatever the store says.
+  const auto reader = kinds({kind_hold(1, "exclusive", "counter", 0, 50, "valid", 0, 0, "accepted"),
+                             kind_hold(1, "shared", "counter", 20, 25)});
+  EXPECT_EQ(reader.overlaps_held, 1);
+}
+
+TEST(CheckerKinds, HoldsThatDidNotWriteAreLeftOutOfTheStoreChecks) {
+  const auto a = parse_history(1, kind_hold(1, "shared", "counter", 0, 10), 0, 100);
+  const auto b = parse_history(2, kind_hold(1, "shared", "counter", 5, 15), 0, 100);
+  const Verdict v = run({a, b}, {}, 0);
+  EXPECT_EQ(v.sections, 2);
+  EXPECT_EQ(v.overlaps, 0);
+  EXPECT_TRUE(v.violations.empty());
+}
+
 }  // namespace
 }  // namespace checker

@@ -3,6 +3,7 @@
 //   dlock_checker --topology single|sentinel|cluster|redlock|two-backends|postgres|zookeeper|etcd
 //                 [--seconds 25] [--workers 4] [--lease-ms 1000] [--work-us 2000] [--seed N]
 //                 [--liveness-bound-ms 3000] [--wait-replicas N (sentinel; default 1)]
+//                 [--kind exclusive|shared|permits|multi|fair] [--permits 2]
 //                 [--broken-lock] [--no-fencing] [--keep]
 //
 // Starts the topology's servers and a separate, fault-free resource server holding the fenced
@@ -20,6 +21,12 @@
 // the liveness bound. The histories and the store's log are checked (analysis.hpp) and a
 // summary printed; exit status 1 on any violation, 2 when the run itself could not be made (a
 // server group that did not start, bad arguments).
+//
+// --kind picks the workers' guard (checker_worker.cpp): shared mixes shared readers with one
+// exclusive writer in four, permits takes one of --permits, multi two keys of three, fair
+// waits in arrival order. Only exclusive writers of the one key write to the fenced store;
+// every hold is checked for its kind's exclusion (analyse_kinds), fair holds for their order.
+// A kind the topology does not offer ends the run with status 2.
 //
 // --broken-lock replaces the lock by a SET without NX (no exclusion at all) and --no-fencing
 // makes the store accept every write: together they must produce violations, which is how the
@@ -77,6 +84,8 @@ struct Options {
   bool broken_lock = false;
   bool fencing = true;
   bool keep = false;
+  std::string kind = "exclusive";
+  int permits = 2;
 };
 
 int to_int(const std::string& flag, const std::string& text, int low, int high) {
@@ -113,6 +122,8 @@ Options parse_options(int argc, char** argv) {
     else if (flag == "--broken-lock") o.broken_lock = true;
     else if (flag == "--no-fencing") o.fencing = false;
     else if (flag == "--keep") o.keep = true;
+    else if (flag == "--kind") o.kind = value();
+    else if (flag == "--permits") o.permits = to_int(flag, value(), 1, 1000);
     else throw std::invalid_argument("unknown argument '" + flag + "'");
   }
   if (o.topology.empty()) throw std::invalid_argument("--topology is required");
@@ -120,6 +131,10 @@ Options parse_options(int argc, char** argv) {
     throw std::invalid_argument("--wait-replicas: only for --topology sentinel");
   }
   if (o.wait_replicas < 0) o.wait_replicas = 1;
+  static const std::vector<std::string> kinds{"exclusive", "shared", "permits", "multi", "fair"};
+  if (std::find(kinds.begin(), kinds.end(), o.kind) == kinds.end()) {
+    throw std::invalid_argument("--kind: '" + o.kind + "' is not exclusive, shared, permits, multi or fair");
+  }
   return o;
 }
 
@@ -181,10 +196,10 @@ class Run {
   Run& operator=(const Run&) = delete;
 
   int execute() {
-    say(fmt::format("dlock_checker: topology {}{}, {} workers, lease {} ms, {} s of faults, seed {}{}{}",
+    say(fmt::format("dlock_checker: topology {}{}, kind {}, {} workers, lease {} ms, {} s of faults, seed {}{}{}",
                     o_.topology,
                     o_.topology == "sentinel" ? fmt::format(" (wait_replicas {})", o_.wait_replicas) : "",
-                    o_.workers,
+                    o_.kind == "permits" ? fmt::format("permits ({})", o_.permits) : o_.kind, o_.workers,
                     o_.lease_ms, o_.seconds, o_.seed, o_.broken_lock ? ", BROKEN LOCK" : "",
                     o_.fencing ? "" : ", FENCING OFF"));
     set_up();
@@ -213,13 +228,16 @@ class Run {
     config_ = (dir_ / "checker.yaml").string();
     std::ofstream(config_) << "service: " << kService << "\nbackends:\n  default:\n"
                            << topology_->backend_yaml() << topology_->other_backends_yaml()
-                           << "locks:\n  \"checker::section\": { lease: " << o_.lease_ms
-                           << "ms, wait: 20s }\n";
+                           << "locks:\n";
+    for (const char* guard : {"section", "shared_section", "permit_section", "fair_section", "multi_section"}) {
+      std::ofstream(config_, std::ios::app)
+          << "  \"checker::" << guard << "\": { lease: " << o_.lease_ms << "ms, wait: 20s"
+          << (std::string(guard) == "permit_section" ? fmt::format(", permits: {}", o_.permits) : "") << " }\n";
+    }
     stop_file_ = (dir_ / "stop").string();
     for (int i = 0; i < o_.workers; ++i) spawn_worker();
     // Every worker is running sections before the first fault.
-    if (!dlock::test::wait_until(
-            [&] { return store_stat("accepted") >= 5L * o_.workers; }, 60s, 50ms)) {
+    if (!dlock::test::wait_until([&] { return sections_ended() >= 5L * o_.workers; }, 60s, 50ms)) {
       throw std::runtime_error("the workers made no progress within 60 s before any fault");
     }
     if (!topology_->stalling_backend().empty()) start_bystander();
@@ -336,13 +354,26 @@ class Run {
     w.id = next_worker_id_++;
     w.history = (dir_ / fmt::format("worker-{}.history", w.id)).string();
     std::vector<std::string> argv{DLOCK_CHECKER_WORKER, config_, std::to_string(resource_.port()),
-                                  kLockName, w.history, stop_file_, std::to_string(o_.work_us)};
+                                  kLockName, w.history, stop_file_, std::to_string(o_.work_us),
+                                  o_.kind, std::to_string(o_.seed + static_cast<unsigned>(w.id))};
     if (o_.broken_lock) {
       argv.emplace_back("broken");
       argv.push_back(std::to_string(o_.lease_ms));
     }
     w.process = std::make_unique<ChildProcess>(argv);
     workers_.push_back(std::move(w));
+  }
+
+  // Sections ended so far ("E" lines); throws if a worker has exited (a kind the topology
+  // does not offer, say).
+  long sections_ended() {
+    long ended = 0;
+    for (auto& w : workers_) {
+      if (!w.process->running()) throw std::runtime_error(fmt::format("worker {} exited before any fault", w.id));
+      std::istringstream lines(read_file(w.history));
+      for (std::string line; std::getline(lines, line);) ended += line.rfind("E ", 0) == 0 ? 1 : 0;
+    }
+    return ended;
   }
 
   int uniform(int low, int high) { return std::uniform_int_distribution<int>(low, high)(rng_); }
@@ -543,6 +574,9 @@ class Run {
     dlock::LockSettings settings;
     settings.lease = lease_;
     settings.wait = lease_ + std::chrono::milliseconds(o_.liveness_bound_ms) + 30s;
+    // The kind the workers held the key as: a permit is not taken on a key held as a lock.
+    if (o_.kind == "permits") settings.permits = o_.permits;
+    settings.fair = o_.kind == "fair";
     dlock::Lease lease = client.acquire(kLockName, settings, "liveness");
     const long long at = monotonic_ns();
     if (!lease) {
@@ -565,6 +599,9 @@ class Run {
     checker::Verdict v = checker::analyse(histories, store, faults_, fenced, raw, store_stat("accepted"),
                                           store_stat("rejected"), store_stat("stale_reads"),
                                           o_.lease_ms * 1'000'000LL);
+    const checker::KindVerdict kinds = checker::analyse_kinds(
+        histories, faults_, o_.kind == "permits" ? o_.permits : 0, o_.kind == "fair", o_.lease_ms * 1'000'000LL);
+    v.violations.insert(v.violations.end(), kinds.violations.begin(), kinds.violations.end());
     const long long bound_ms = o_.lease_ms + o_.liveness_bound_ms;
     if (!liveness_ms) {
       v.violations.push_back("liveness: the lock was not acquired after the faults stopped");
@@ -595,12 +632,13 @@ class Run {
                     "landed first {}, uncaught {}){}",
                     v.overlaps, v.stale_holds, v.overlaps_caught, v.overlaps_serialized, v.overlaps_uncaught,
                     overlaps_text.empty() ? "" : "; by fault: " + overlaps_text));
+    say_kinds(kinds);
     say(fmt::format("  fenced store        writes accepted {}, stale writes rejected {}, stale reads {}, "
                     "stale writes accepted {}", v.store_accepted, v.store_rejected, v.stale_reads,
                     v.stale_writes_accepted));
     say(fmt::format("  counter             fenced {} for {} accepted writes ({}); unfenced {} ({} updates lost)",
                     v.fenced_counter, v.store_accepted, v.counter_exact ? "exact" : "NOT EXACT", v.raw_counter,
-                    std::max(0L, v.completed - v.raw_counter)));
+                    std::max(0L, v.writers_completed - v.raw_counter)));
     say(fmt::format("  token order         {} regressions, {} shared tokens", v.token_regressions,
                     v.duplicate_tokens));
     say(fmt::format("  liveness            {} (bound: lease {} ms + {} ms)",
@@ -612,6 +650,25 @@ class Run {
     for (const auto& violation : v.violations) say("    - " + violation);
     if (o_.keep) say("  histories kept in " + dir_.string());
     return v.violations.empty() ? 0 : 1;
+  }
+
+  // The kinds' verdict: overlaps of holds whose kinds exclude each other, key by key.
+  void say_kinds(const checker::KindVerdict& k) {
+    std::string by_kind;
+    for (const auto& [kind, n] : k.overlaps_by_kind) by_kind += fmt::format("{}{} {}", by_kind.empty() ? "" : ", ", kind, n);
+    say(fmt::format("  kind overlaps       {} ({}): lease lapsed {}, during clock steps and restarts {}, "
+                    "both held {}", o_.kind, by_kind.empty() ? "none" : by_kind, k.overlaps_expired, k.overlaps_beyond_promise,
+                    k.overlaps_held));
+    if (o_.kind == "permits") {
+      say(fmt::format("  permits             at most {} held at once of {} (a lapsed lease counted); over {} with "
+                      "every lease held: {}", k.most_permits, o_.permits, o_.permits, k.over_permits_held));
+    }
+    if (o_.kind == "fair") {
+      say(fmt::format("  fair order          {} pairs where one waited when the other arrived; overtaken {}, "
+                      "during faults {}", k.fair_pairs,
+                      k.fair_inversions, k.fair_inversions_in_faults));
+    }
+    for (const auto& example : k.examples) say("    e.g. " + example);
   }
 
   Options o_;

@@ -2,10 +2,13 @@
 
 #include <dlock/dlock.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "fenced_store.hpp"
 
@@ -16,9 +19,36 @@ void record(const Run& run, const std::string& line) {
   [[maybe_unused]] const auto written = ::write(run.history_fd, text.data(), text.size());
 }
 
+namespace {
+
+// " kind keys tokens t_call t_answer" of the current lease ("" outside a guard).
+std::string grant_fields(const Run& run, long long begin) {
+  const dlock::LeaseView lease = dlock::current_lease();
+  if (!lease) return "";
+  std::vector<std::string> keys;
+  for (const dlock::Key& key : lease.keys()) keys.push_back(key.str());
+  const char* kind = lease.permits() > 0                         ? "permit"
+                     : lease.mode() == dlock::LockMode::kShared ? "shared"
+                                                                 : "exclusive";
+  const long long call = run.call_ns.load(), answer = run.answer_ns.load();
+  return fmt::format(" {} {} {} {} {}", kind, fmt::join(keys, ","), fmt::join(lease.tokens(), ","),
+                     call > 0 ? call : begin, answer > 0 ? std::min(answer, begin) : begin);
+}
+
+// " valid" while the current lease is still known to be held, " expired" after; read after the
+// end time is taken, so "valid" covers the whole body ("" outside a guard).
+std::string validity() {
+  const dlock::LeaseView lease = dlock::current_lease();
+  if (!lease) return "";
+  return lease.remaining().count() > 0 ? " valid" : " expired";
+}
+
+}  // namespace
+
 void fenced_increment(Run& run, std::uint64_t token, long long begin_ns) {
   const std::string t = std::to_string(token);
-  record(run, fmt::format("B {} {} {}", run.sequence, t, begin_ns > 0 ? begin_ns : monotonic_ns()));
+  const long long begin = begin_ns > 0 ? begin_ns : monotonic_ns();
+  record(run, fmt::format("B {} {} {}{}", run.sequence, t, begin, grant_fields(run, begin)));
   const auto read = run.resource->array(fence_call("read", t));
   const long long t_read = monotonic_ns();
   const long value = std::stol(read.at(1));
@@ -29,14 +59,44 @@ void fenced_increment(Run& run, std::uint64_t token, long long begin_ns) {
   const auto written = run.resource->array(fence_call("write", t, std::to_string(value + 1)));
   const long long t_write_done = monotonic_ns();
   run.resource->command({"SET", kRawKey, std::to_string(raw + 1)});
-  record(run, fmt::format("E {} {} {} {} {} {} {}", run.sequence, t, t_read, t_write_sent,
-                          t_write_done, written.at(0) == "1" ? "accepted" : "rejected",
-                          monotonic_ns()));
+  const long long end = monotonic_ns();
+  record(run, fmt::format("E {} {} {} {} {} {} {}{}", run.sequence, t, t_read, t_write_sent,
+                          t_write_done, written.at(0) == "1" ? "accepted" : "rejected", end,
+                          validity()));
+}
+
+void observe(Run& run) {
+  const std::string t = std::to_string(dlock::current_lease().token());
+  const long long begin = monotonic_ns();
+  record(run, fmt::format("B {} {} {}{}", run.sequence, t, begin, grant_fields(run, begin)));
+  std::this_thread::sleep_for(std::chrono::microseconds(run.work_us));
+  const long long end = monotonic_ns();
+  record(run, fmt::format("E {} {} {} {} {} none {}{}", run.sequence, t, end, end, end, end, validity()));
 }
 
 [[dlock::guard("<key>", lease=1s, wait=20s)]]
 void section(const std::string& key, Run& run) {
   fenced_increment(run, dlock::current_lease().token());
+}
+
+[[dlock::guard("<key>", mode=shared, lease=1s, wait=20s)]]
+void shared_section(const std::string& key, Run& run) {
+  observe(run);
+}
+
+[[dlock::guard("<key>", permits=2, lease=1s, wait=20s)]]
+void permit_section(const std::string& key, Run& run) {
+  observe(run);
+}
+
+[[dlock::guard("<key>", fair=true, lease=1s, wait=20s)]]
+void fair_section(const std::string& key, Run& run) {
+  fenced_increment(run, dlock::current_lease().token());
+}
+
+[[dlock::guard("<first>", "<second>", lease=1s, wait=20s)]]
+void multi_section(const std::string& first, const std::string& second, Run& run) {
+  observe(run);
 }
 
 void broken_section(Run& run, int lease_ms) {
