@@ -353,8 +353,8 @@ TEST_F(SingleNode, AForcedReleaseWithoutChannelRightsIsReportedAndAudited) {
   EXPECT_EQ(history[0].token, held.token());
 }
 
-// Answers INFO with `version`, TIME with `now_us()`, acquire.lua (9 arguments) as the script
-// would with no lock held, anything else with 1.
+// Answers INFO with `version`, TIME with `now_us()`, acquire.lua (5 keys, 11 arguments) as the
+// script would with no lock held, anything else with 1.
 FakeRedis::Answer redis_like(std::string version, std::function<std::int64_t()> now_us) {
   return [version = std::move(version), now_us = std::move(now_us)](const std::vector<std::string>& argv) {
     if (argv[0] == "INFO") return bulk("# Server\r\nredis_version:" + version + "\r\n");
@@ -362,8 +362,9 @@ FakeRedis::Answer redis_like(std::string version, std::function<std::int64_t()> 
       const std::int64_t now = now_us();
       return "*2\r\n" + bulk(std::to_string(now / 1000000)) + bulk(std::to_string(now % 1000000));
     }
-    constexpr std::size_t kNotAfter = 7;  // EVALSHA sha 2 lock fence owner lease not-after ...
-    if ((argv[0] == "EVALSHA" || argv[0] == "EVAL") && argv.size() == 14) {
+    // EVALSHA sha 5 lock fence holders queue places owner lease not-after ...
+    constexpr std::size_t kNotAfter = 10;
+    if ((argv[0] == "EVALSHA" || argv[0] == "EVAL") && argv.size() == 19) {
       const std::int64_t not_after = std::stoll(argv[kNotAfter]);
       if (not_after > 0 && now_us() > not_after) return std::string("*2\r\n:-1\r\n:0\r\n");
       return "*2\r\n:1\r\n:" + std::to_string(now_us()) + "\r\n";
@@ -454,8 +455,8 @@ TEST(LostReply, ABusyAnswerAfterALostReplyCleansUpTheFirstAttempt) {
     const bool script = argv[0] == "EVALSHA" || argv[0] == "EVAL";
     if (!script || argv[3].find("orphan") == std::string::npos) return redis(argv);
     std::lock_guard lock(mutex);
-    constexpr std::size_t kOwner = 5;  // EVALSHA sha 2 lock fence owner ...
-    if (argv.size() == 14) {  // acquire.lua
+    constexpr std::size_t kOwner = 8;  // EVALSHA sha 5 lock fence holders queue places owner
+    if (argv.size() == 19) {           // acquire.lua
       acquiring_owner = argv[kOwner];
       return ++acquires == 1 ? std::string() : std::string("*2\r\n:0\r\n:20000\r\n");
     }
