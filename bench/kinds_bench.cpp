@@ -94,7 +94,9 @@ double throughput(dlock::Client& client, const std::string& kind, std::chrono::m
 // One handoff: the waiter parks, the holder releases; release() call to acquire() returning.
 double handoff(dlock::Client& holder, dlock::Client& waiter, bool fair) {
   dlock::LockSettings s = settings_of(fair ? "fair" : "exclusive");
-  dlock::Lease held = holder.acquire("kinds-handoff", s);
+  dlock::LockSettings first = s;
+  first.wait = 2s;  // the last round's release, sent on the waiter's connection, may come later
+  dlock::Lease held = holder.acquire("kinds-handoff", first);
   if (!held) throw std::runtime_error("handoff: holder not granted");
   const auto waits = waiter.metrics().waits;
   std::atomic<Clock::rep> acquired{0};

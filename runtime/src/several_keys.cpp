@@ -112,8 +112,9 @@ Lease ClientCore::take_all(const std::vector<Key>& keys, const LockSettings& set
     one.wait = left > Clock::duration::zero() ? std::chrono::ceil<Millis>(left) : Millis{0};
     Lease lease = acquire(keys[i], one, name);  // none is held here: a first grant
     if (!lease.acquired()) {
-      // All or nothing: the keys taken so far are given back, last first.
-      for (std::size_t m = n; m-- > 0;) (void)release(parts[order[m]], Wait::kNo, false);
+      // All or nothing: the keys taken so far are given back, last first, and free when the
+      // call returns.
+      for (std::size_t m = n; m-- > 0;) (void)release(parts[order[m]], Wait::kYes, false);
       if (n > 0) bump(metrics_->multi_key_rollbacks);
       return Lease::refused(lease.status(),
                             fmt::format("key '{}': {}", printable(keys[i].str()), lease.error()));
@@ -160,7 +161,7 @@ std::vector<std::shared_ptr<LeaseState>> ClientCore::take_together(
                       Clock::now() - sent);
     if (!one.acquired()) {
       // Too late to use (grant() gave this key back): the others go too.
-      for (std::size_t m = n; m-- > 0;) (void)release(parts[order[m]], Wait::kNo, false);
+      for (std::size_t m = n; m-- > 0;) (void)release(parts[order[m]], Wait::kYes, false);
       for (std::size_t m = n + 1; m < order.size(); ++m) {
         if (engine->release(keys[order[m]], owner, Millis{0}) == ReleaseOutcome::kUnavailable) {
           watchdog_->clean_up_after(engine, keys[order[m]], owner, later(Clock::now(), lease));
