@@ -11,10 +11,10 @@ Script make(std::string_view name, std::string_view text) {
 }
 
 // A lock script that meets shared holds and permits, with the functions of holders.lua before
-// it. The text lives as long as the script (never destroyed: see below).
-Script with_holders(std::string_view name, std::string_view text) {
-  const auto* whole = new std::string(std::string(lua::kHoldersLua) + std::string(text));
-  return make(name, *whole);
+// it. The caller keeps the text in a static pointer, as it keeps the script: never destroyed
+// (see below).
+std::string* with_holders(std::string_view text) {
+  return new std::string(std::string(lua::kHoldersLua) + std::string(text));
 }
 
 std::vector<std::string_view> eval_argv(std::string_view verb, std::string_view body,
@@ -44,28 +44,28 @@ bool is_noscript(const Reply& reply) { return reply.server_error() == ServerErro
 // objects are destroyed at exit (the process-wide client goes last); so they are never
 // destroyed.
 const Script& acquire_script() {
-  static const Script* s =
-      new Script(with_holders("acquire", lua::kAcquireLua));  // never destroyed: see below
+  static const std::string* text = with_holders(lua::kAcquireLua);
+  static const Script* s = new Script(make("acquire", *text));
   return *s;
 }
 const Script& renew_script() {
-  static const Script* s =
-      new Script(with_holders("renew", lua::kRenewLua));  // never destroyed: see below
+  static const std::string* text = with_holders(lua::kRenewLua);
+  static const Script* s = new Script(make("renew", *text));
   return *s;
 }
 const Script& release_script() {
-  static const Script* s =
-      new Script(with_holders("release", lua::kReleaseLua));  // never destroyed: see below
+  static const std::string* text = with_holders(lua::kReleaseLua);
+  static const Script* s = new Script(make("release", *text));
   return *s;
 }
 const Script& acquire_together_script() {
-  static const Script* s = new Script(
-      with_holders("acquire_together", lua::kAcquireTogetherLua));  // never destroyed: see above
+  static const std::string* text = with_holders(lua::kAcquireTogetherLua);
+  static const Script* s = new Script(make("acquire_together", *text));
   return *s;
 }
 const Script& acquire_shared_script() {
-  static const Script* s = new Script(
-      with_holders("acquire_shared", lua::kAcquireSharedLua));  // never destroyed: see above
+  static const std::string* text = with_holders(lua::kAcquireSharedLua);
+  static const Script* s = new Script(make("acquire_shared", *text));
   return *s;
 }
 
