@@ -34,7 +34,10 @@ local place = tonumber(ARGV[9]) or 0
 
 -- Ownership first: this may be a retry of a request that was applied but whose reply was
 -- lost, or a release may have granted the lock to this waiter.
-local owner = redis.call('HGET', KEYS[1], 'owner')
+-- One read for what the common paths need: the owner, a writer's claim to clear and a place
+-- of ours left from an earlier try (only the grant below reads the last two).
+local head = redis.call('HMGET', KEYS[1], 'owner', 'wpending', 'w:' .. ARGV[1])
+local owner = head[1]
 if is_marker(owner) and prune_holders(KEYS[1], KEYS[3], now_us) == 0 then
   clear_holders(KEYS[1], KEYS[3])
   owner = nil
@@ -123,12 +126,13 @@ redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', token_text, 'host', ARGV[
            'pid', ARGV[5], 'thread', ARGV[6], 'name', ARGV[7],
            'acquired_at_ms', string.format('%.0f', math.floor(now_us / 1000)),
            'lease_ms', ARGV[2])
-redis.call('HDEL', KEYS[1], 'wpending')
+if head[2] then
+  redis.call('HDEL', KEYS[1], 'wpending')
+end
 -- A place of ours left from an earlier try (the hash outlived its holders) goes: a release
 -- must never hand the lock back to its own holder.
-local n = redis.call('HGET', KEYS[1], 'w:' .. ARGV[1])
-if n then
-  redis.call('HDEL', KEYS[1], 'w:' .. ARGV[1], 'q:' .. n)
+if head[3] then
+  redis.call('HDEL', KEYS[1], 'w:' .. ARGV[1], 'q:' .. head[3])
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return {1, token, tonumber(ARGV[2])}

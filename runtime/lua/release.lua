@@ -25,7 +25,10 @@ local floor = tonumber(ARGV[4])
 if floor > 0 and tonumber(redis.call('GET', KEYS[2]) or '0') < floor then
   redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[5])
 end
-fair_leave(KEYS[4], KEYS[5], ARGV[1])
+local fair_queue = redis.call('EXISTS', KEYS[4]) == 1
+if fair_queue then
+  fair_leave(KEYS[4], KEYS[5], ARGV[1])
+end
 local lock = redis.call('HMGET', KEYS[1], 'owner', 'qhead', 'qtail', 'permits')
 local owner = lock[1]
 if not owner then
@@ -72,7 +75,7 @@ end
 -- the rest of the queue goes with the lock, and its waiters queue again with their next try).
 local head, tail = tonumber(lock[2] or '1'), tonumber(lock[3] or '0')
 local fair = false
-if redis.call('EXISTS', KEYS[4]) == 1 then
+if fair_queue then
   now_us = now_us or server_now_us()
   if #fair_head(KEYS[4], KEYS[5], now_us) > 0 then
     -- The fair queue decides who is next: no hand-off past it.
