@@ -29,4 +29,19 @@ class AdminBackend {
   virtual std::vector<AuditEntry> history(std::size_t limit) = 0;
 };
 
+/// A key of several holders is described, in LockInfo's own fields, by its first holder.
+inline void describe_by_first_holder(LockInfo& info) {
+  if (info.holders.empty()) return;
+  const HolderInfo& first = info.holders.front();
+  info.owner = first.owner;
+  info.host = first.host;
+  info.pid = first.pid;
+  info.thread = first.thread;
+  info.name = first.name;
+  info.token = first.token;
+  info.acquired_at_ms = first.acquired_at_ms;
+  info.ttl = first.ttl;
+  info.min_hold = first.min_hold;
+}
+
 }  // namespace dlock::internal

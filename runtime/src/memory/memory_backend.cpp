@@ -299,19 +299,8 @@ class MemoryStore {
       info.queue.push_back(WaiterInfo{waiter.owner, to_string(waiter.kind), waiter.fair,
                                       std::chrono::ceil<Millis>(waiter.until - now)});
     }
-    if (!entry.holders.empty()) {
-      const Holder& first = entry.holders.front();
-      info.owner = first.owner;
-      info.host = host_name();
-      info.pid = process_id();
-      info.thread = first.thread;
-      info.name = first.name;
-      info.token = first.token;
-      info.acquired_at_ms = first.acquired_at_ms;
-      info.lease = first.lease;
-      info.ttl = info.holders.front().ttl;
-      info.min_hold = first.released;
-    }
+    describe_by_first_holder(info);
+    if (!entry.holders.empty()) info.lease = entry.holders.front().lease;
     return info;
   }
 

@@ -211,17 +211,10 @@ Reply read_holders_and_queue(Connection& conn, const std::string& lock_key, Lock
     }
     info.queue.push_back(std::move(waiter));
   }
-  if (!info.holders.empty() && info.mode != "exclusive") {
-    const HolderInfo& first = info.holders.front();
-    info.owner = first.owner;
-    info.host = first.host;
-    info.pid = first.pid;
-    info.thread = first.thread;
-    info.name = first.name;
-    info.token = first.token;
-    info.acquired_at_ms = first.acquired_at_ms;
-    info.min_hold = first.min_hold;
-  }
+  // The hash's ttl stays the lock's: the last hold's end.
+  const Millis ttl = info.ttl;
+  if (info.mode != "exclusive") describe_by_first_holder(info);
+  info.ttl = ttl;
   return Reply::ok(nullptr);
 }
 
