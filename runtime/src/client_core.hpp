@@ -3,6 +3,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <cstdint>
@@ -71,13 +72,17 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   /// A lease of several keys none of which this thread holds: taken in canonical order.
   Lease take_all(const std::vector<Key>& keys, const LockSettings& settings,
                  std::string_view name);
-  /// One atomic try for every key of a lease of several keys (Backend::acquire_together):
-  /// the parts, or none.
-  std::vector<std::shared_ptr<LeaseState>> take_together(const std::shared_ptr<Backend>& engine,
-                                                         const std::vector<Key>& keys,
-                                                         const std::vector<std::size_t>& order,
-                                                         const LockSettings& settings,
-                                                         std::string_view name);
+  /// What one atomic try for every key of a lease of several keys gave: the parts, or none;
+  /// when none because a key was busy, which (an index into the keys) and its time left.
+  struct Together {
+    std::vector<std::shared_ptr<LeaseState>> parts;
+    std::optional<std::size_t> busy_key;
+    Millis holder_ttl{0};
+  };
+  /// One atomic try for every key (Backend::acquire_together), where the engine can.
+  Together take_together(const std::shared_ptr<Backend>& engine, const std::vector<Key>& keys,
+                         const std::vector<std::size_t>& order, const LockSettings& settings,
+                         std::string_view name);
   /// A lease of several distinct keys.
   Lease acquire_distinct(const std::vector<Key>& keys, const LockSettings& settings,
                          std::string_view name);

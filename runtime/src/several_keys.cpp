@@ -96,11 +96,24 @@ Lease ClientCore::take_all(const std::vector<Key>& keys, const LockSettings& set
             [&](std::size_t a, std::size_t b) { return keys[a] < keys[b]; });
   const std::shared_ptr<Backend>& engine = backend(settings.backend);
   if (kind_of(settings) == LockKind::kExclusive && !settings.fair) {
-    std::vector<std::shared_ptr<LeaseState>> parts = take_together(engine, keys, order, settings,
-                                                                   name);
-    if (!parts.empty()) {
+    const auto started = Clock::now();
+    Together together = take_together(engine, keys, order, settings, name);
+    if (!together.parts.empty()) {
       bump(metrics_->multi_key_acquisitions);
-      return join(std::move(parts), settings, name);
+      return join(std::move(together.parts), settings, name);
+    }
+    if (together.busy_key && settings.wait <= Millis{0}) {
+      // A try that does not wait ends here, with nothing taken: one by one, it would take
+      // the keys before the busy one only to give them back.
+      const Key& busy = keys[*together.busy_key];
+      NameMetrics& series = *metrics_->for_name(name);
+      bump(metrics_->contention);
+      bump(series.contention);
+      record_latency(*metrics_, series, started, true);
+      Lease refusal = refuse_busy(*metrics_, series, name, busy, settings,
+                                  Clock::now() - started, together.holder_ttl);
+      return Lease::refused(refusal.status(),
+                            fmt::format("key '{}': {}", printable(busy.str()), refusal.error()));
     }
   }
   std::vector<std::shared_ptr<LeaseState>> parts(keys.size());
@@ -128,9 +141,11 @@ Lease ClientCore::take_all(const std::vector<Key>& keys, const LockSettings& set
 
 // One atomic try for every key, where the engine can: one round trip for the whole lease when
 // no key is busy. Empty when it did not take them (busy, refused, unavailable, too late).
-std::vector<std::shared_ptr<LeaseState>> ClientCore::take_together(
-    const std::shared_ptr<Backend>& engine, const std::vector<Key>& keys,
-    const std::vector<std::size_t>& order, const LockSettings& settings, std::string_view name) {
+ClientCore::Together ClientCore::take_together(const std::shared_ptr<Backend>& engine,
+                                               const std::vector<Key>& keys,
+                                               const std::vector<std::size_t>& order,
+                                               const LockSettings& settings,
+                                               std::string_view name) {
   std::vector<Key> sorted;
   sorted.reserve(keys.size());
   for (std::size_t i : order) sorted.push_back(keys[i]);
@@ -148,7 +163,12 @@ std::vector<std::shared_ptr<LeaseState>> ClientCore::take_together(
         watchdog_->clean_up_after(engine, key, owner, later(give_up_at, lease));
       }
     }
-    return {};
+    Together none;
+    if (reply.kind == GrantReply::Kind::kBusy && reply.busy_index < order.size()) {
+      none.busy_key = order[reply.busy_index];
+      none.holder_ttl = reply.ttl;
+    }
+    return none;
   }
   // Granted by an earlier attempt: the keys have only reply.ttl left.
   const bool earlier = reply.ttl > Millis{0} && reply.ttl < lease;
@@ -172,7 +192,7 @@ std::vector<std::shared_ptr<LeaseState>> ClientCore::take_together(
     parts[i] = std::move(one.state_);
     pop_current(parts[i].get());
   }
-  return parts;
+  return Together{std::move(parts), std::nullopt, Millis{0}};
 }
 
 Lease ClientCore::join(std::vector<std::shared_ptr<LeaseState>> parts,

@@ -336,6 +336,32 @@ TEST_P(LockKinds, SeveralKeysAreAllTakenOrNone) {
   EXPECT_GE(a.metrics().multi_key_rollbacks, 1u);
 }
 
+// Keys with one hash tag share a slot (RUNTIME.md, "Several keys"): where one request can take
+// every key (memory, single, sentinel without wait_replicas, a cluster's slot), a try that
+// does not wait takes none of them while one is busy. Elsewhere the keys before the busy one
+// are taken and given back.
+TEST_P(LockKinds, KeysOfOneHashTagAreTakenInOneRequestWhereOneServerHoldsThem) {
+  Client a = make_client(), b = make_client();
+  Lease to = b.acquire("acct:{7}:to", settings(10s));
+  ASSERT_TRUE(to);
+  Lease both = a.try_acquire(std::vector<Key>{"acct:{7}:to", "acct:{7}:from"}, settings(10s));
+  EXPECT_EQ(both.status(), AcquireStatus::kBusy);
+  EXPECT_NE(both.error().find("acct:{7}:to"), std::string::npos) << both.error();
+  const std::string topology = GetParam();
+  const bool one_request = topology == "memory" || topology == "single" || topology == "cluster";
+  EXPECT_EQ(a.metrics().multi_key_rollbacks, one_request ? 0u : 1u);
+  EXPECT_EQ(a.metrics().acquire_busy, 1u);
+  EXPECT_EQ(to.release(), ReleaseStatus::kReleased);
+  Lease taken = a.try_acquire(std::vector<Key>{"acct:{7}:to", "acct:{7}:from"}, settings(10s));
+  ASSERT_TRUE(taken);
+  EXPECT_EQ(b.try_acquire("acct:{7}:from", settings(10s)).status(), AcquireStatus::kBusy);
+  // dlockctl names the keys as written.
+  std::vector<std::string> listed;
+  for (const LockInfo& info : Admin(b).list("acct:*")) listed.push_back(info.key);
+  std::sort(listed.begin(), listed.end());
+  EXPECT_EQ(listed, (std::vector<std::string>{"acct:{7}:from", "acct:{7}:to"}));
+}
+
 TEST_P(LockKinds, EveryKeysTokenIsReadableInTheBody) {
   Client a = make_client(), b = make_client();
   Lease both = a.acquire(std::vector<Key>{"acct:9", "acct:3"}, settings(10s));

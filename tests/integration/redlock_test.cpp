@@ -140,6 +140,51 @@ TEST_F(Redlock, AnInstanceRestartedEmptyGetsTheKeyBackAtTheNextRenewal) {
   EXPECT_EQ(lease.release(), ReleaseStatus::kReleased);
 }
 
+// Permits: each grant on floor(N·n/(N+1)) + 1 of the n instances, so that N+1 holders could
+// not all hold: with a majority each, 3 holders of 2 permits fit on 5 instances (holds on
+// {0,1,2}, {2,3,4}, {0,1,3,4}: no instance past 2).
+TEST_F(Redlock, ASemaphoreNeedsAQuorumThatGrowsWithItsPermits) {
+  Client client(config(5));
+  LockSettings two = settings(5s);
+  two.permits = 2;  // 4 of 5
+  LockSettings one = settings(5s);
+  one.permits = 1;  // a majority, as a lock
+  group.instance(0).kill();
+  Lease four_of_four = client.try_acquire("sem", two);
+  ASSERT_TRUE(four_of_four) << four_of_four.error();
+  EXPECT_EQ(four_of_four.release(), ReleaseStatus::kReleased);
+  group.instance(1).kill();
+  Lease refused = client.try_acquire("sem", two);
+  EXPECT_EQ(refused.status(), AcquireStatus::kUnavailable) << refused.error();
+  EXPECT_NE(refused.error().find("a quorum is 4"), std::string::npos) << refused.error();
+  for (std::size_t i = 2; i < 5; ++i) {
+    EXPECT_FALSE(owner_on(i, "sem").has_value()) << "instance " << i << " kept a permit";
+  }
+  EXPECT_TRUE(client.try_acquire("sem-of-one", one));
+  EXPECT_TRUE(client.try_acquire("lock", settings(5s)));
+}
+
+TEST_F(Redlock, AnInstanceRestartedEmptyGetsSharedHoldsBackAsShared) {
+  Client a(config(3)), b(config(3));
+  LockSettings shared = settings(900ms);
+  shared.mode = LockMode::kShared;
+  Lease one = a.acquire("doc", shared);
+  Lease two = b.acquire("doc", shared);
+  ASSERT_TRUE(one && two);
+  group.instance(0).restart_empty();
+  const std::string holders = internal::lock_keys(unique_service(), "doc").holders;
+  RedisAdmin admin(group.instance(0));
+  EXPECT_TRUE(wait_until(
+      [&] {
+        return owner_on(0, "doc") == "*shared" && admin.integer({"ZCARD", holders}) == 2;
+      },
+      2s))
+      << "owner " << owner_on(0, "doc").value_or("(none)") << ", holders "
+      << admin.integer({"ZCARD", holders});
+  EXPECT_FALSE(one.lost());
+  EXPECT_FALSE(two.lost());
+}
+
 TEST_F(Redlock, RestartsWithoutDelayCanAdmitASecondHolderWhoseRivalLearnsAtItsNextRenewal) {
   Client a(config(3)), b(config(3));
   group.instance(2).stop();

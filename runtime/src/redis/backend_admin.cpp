@@ -225,7 +225,8 @@ ScriptCall force_release_call(const LockKeys& keys) {
 }
 
 std::string scan_match(std::string_view service, std::string_view kind) {
-  return "dlock:{" + glob_escape(escape_key_part(service)) + ":*}:" + std::string(kind);
+  // Both layouts of lock_keys(): "...:<key>}:<kind>" and, with a hash tag, "...:<tag>}:<key>:<kind>".
+  return "dlock:{" + glob_escape(escape_key_part(service)) + ":*:" + std::string(kind);
 }
 
 std::string audit_key(std::string_view service) {
@@ -234,15 +235,31 @@ std::string audit_key(std::string_view service) {
 
 std::optional<std::string> user_key_of(std::string_view service, std::string_view redis_key,
                                        std::string_view kind) {
+  // "dlock:{<service>:<key>}:<kind>", or "dlock:{<service>:<tag>}:<key>:<kind>" for a key
+  // with a hash tag of its own (keys.hpp); escaped parts hold no '}' and no ':'.
   const std::string prefix = "dlock:{" + escape_key_part(service) + ":";
-  const std::string suffix = "}:" + std::string(kind);
+  const std::string suffix = ":" + std::string(kind);
   if (redis_key.size() < prefix.size() + suffix.size() ||
       redis_key.substr(0, prefix.size()) != prefix ||
       redis_key.substr(redis_key.size() - suffix.size()) != suffix) {
     return std::nullopt;
   }
-  return unescape_key_part(
-      redis_key.substr(prefix.size(), redis_key.size() - prefix.size() - suffix.size()));
+  const std::string_view rest =
+      redis_key.substr(prefix.size(), redis_key.size() - prefix.size() - suffix.size());
+  const auto close = rest.find('}');
+  if (close == std::string_view::npos) return std::nullopt;
+  if (close + 1 == rest.size()) {
+    auto key = unescape_key_part(rest.substr(0, close));
+    if (!key || hash_tag_of(*key)) return std::nullopt;
+    return key;
+  }
+  if (rest.substr(close + 1, 1) != ":") return std::nullopt;
+  auto key = unescape_key_part(rest.substr(close + 2));
+  const auto tag = unescape_key_part(rest.substr(0, close));
+  if (!key || !tag || hash_tag_of(*key) != std::optional<std::string_view>(*tag)) {
+    return std::nullopt;
+  }
+  return key;
 }
 
 Reply scan_lock_keys(Connection& conn, const std::string& match, std::vector<std::string>& out) {

@@ -45,15 +45,34 @@ class ClusterBackend final : public RoutedBackend {
     shortest_.granted(request.lease, Clock::now());
     return grant_of(
         routed(key_slot(keys.lock), request.give_up_at, [&](Connection& conn, bool asking) {
-          const auto send = [&] {
-            return acquire_call(keys, request, request.lease,
-                                conn.server_time_us(request.give_up_at))
-                .run(conn, asking);
-          };
-          Reply reply = send();
-          if (late_by_a_stale_clock(conn, reply, request.give_up_at)) reply = send();
-          return reply;
+          return run_acquisition(conn, request.give_up_at, asking, [&](std::int64_t not_after) {
+            return acquire_call(keys, request, request.lease, not_after);
+          });
         }));
+  }
+
+  // Keys of one slot (keys that share a hash tag, keys.hpp) are taken in one request.
+  [[nodiscard]] bool takes_together(const std::vector<Key>& keys) const override {
+    if (keys.empty()) return false;
+    const int slot = key_slot(lock_keys(service_, keys.front().str()).lock);
+    return std::all_of(keys.begin() + 1, keys.end(), [&](const Key& key) {
+      return key_slot(lock_keys(service_, key.str()).lock) == slot;
+    });
+  }
+
+  GrantReply acquire_together(const std::vector<Key>& keys, const GrantRequest& request) override {
+    std::vector<LockKeys> all;
+    all.reserve(keys.size());
+    for (const Key& key : keys) all.push_back(lock_keys(service_, key.str()));
+    shortest_.granted(request.lease, Clock::now());
+    return together_grant_of(
+        routed(key_slot(all.front().lock), request.give_up_at,
+               [&](Connection& conn, bool asking) {
+                 return run_acquisition(conn, request.give_up_at, asking, [&](std::int64_t at) {
+                   return acquire_together_call(all, request, request.lease, at);
+                 });
+               }),
+        keys.size());
   }
 
   void renew(std::vector<RenewItem>& items) override {

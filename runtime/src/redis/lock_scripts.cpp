@@ -146,6 +146,15 @@ bool late_by_a_stale_clock(Connection& conn, const Reply& reply, Clock::time_poi
   return Clock::now() < give_up_at;
 }
 
+Reply run_acquisition(Connection& conn, Clock::time_point give_up_at, bool asking,
+                      const std::function<ScriptCall(std::int64_t)>& make) {
+  Reply reply = make(conn.server_time_us(give_up_at)).run(conn, asking);
+  if (late_by_a_stale_clock(conn, reply, give_up_at)) {
+    reply = make(conn.server_time_us(give_up_at)).run(conn, asking);
+  }
+  return reply;
+}
+
 RenewOutcome renew_outcome_of(const Reply& reply) {
   if (!reply.ok() || !reply.is_integer()) return RenewOutcome::kUnavailable;
   switch (reply.integer()) {

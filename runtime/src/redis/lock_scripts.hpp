@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string_view>
 #include <vector>
 
@@ -49,6 +50,11 @@ inline constexpr Millis kFenceLifetime{7LL * 24 * 3600 * 1000};
 /// (the server's clock stepped forward), so the call is worth sending once more.
 [[nodiscard]] bool late_by_a_stale_clock(Connection& conn, const Reply& reply,
                                          Clock::time_point give_up_at);
+/// Runs on `conn` (after ASKING when `asking`) the acquisition that `make(not_after_us)`
+/// builds for the server's clock at `give_up_at`, and once more when late_by_a_stale_clock()
+/// says its answer is worth another try.
+[[nodiscard]] Reply run_acquisition(Connection& conn, Clock::time_point give_up_at, bool asking,
+                                    const std::function<ScriptCall(std::int64_t)>& make);
 [[nodiscard]] RenewOutcome renew_outcome_of(const Reply& reply);
 [[nodiscard]] ReleaseOutcome release_outcome_of(const Reply& reply);
 

@@ -52,14 +52,9 @@ class MasterBackend final : public RoutedBackend {
     all.reserve(keys.size());
     for (const Key& key : keys) all.push_back(lock_keys(service_, key.str()));
     const Reply last = on_master(request.give_up_at, [&](Connection& conn) {
-      const auto send = [&] {
-        return acquire_together_call(all, request, request.lease,
-                                     conn.server_time_us(request.give_up_at))
-            .run(conn);
-      };
-      Reply reply = send();
-      if (late_by_a_stale_clock(conn, reply, request.give_up_at)) reply = send();
-      return reply;
+      return run_acquisition(conn, request.give_up_at, false, [&](std::int64_t not_after) {
+        return acquire_together_call(all, request, request.lease, not_after);
+      });
     });
     return together_grant_of(last, keys.size());
   }

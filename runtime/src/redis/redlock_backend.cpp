@@ -28,12 +28,17 @@ constexpr std::size_t kAcquireNotAfterArg = 2;
 struct Grant {
   std::uint64_t token = 0;
   std::string name;
+  LockKind kind = LockKind::kExclusive;
+  int permits = 0;
+  std::size_t needed = 0;  ///< instances that must hold it (RedlockQuorum::quorum_for); 0: a quorum
 };
 
 // What the instances answered to one acquisition.
 struct GrantTally {
   std::size_t granted = 0;
-  std::size_t answered = 0;  ///< granted or busy
+  std::size_t answered = 0;  ///< granted, busy or refused
+  std::size_t refused = 0;   ///< held as another kind of lock there (permits against a lock)
+  std::string refusal;       ///< the first instance's reason
   std::uint64_t token = 0;   ///< the highest granted
   Millis busy_ttl{0};        ///< the shortest time left on a busy instance, 0 when unknown
   bool outcome_unknown = false;
@@ -59,17 +64,18 @@ class RedlockBackend final : public Backend {
       : quorum_(std::move(quorum)), service_(std::move(service)), metrics_(std::move(metrics)) {}
 
   // Shared holds: each on a majority, as an exclusive hold is, so the two always meet on
-  // some instance. Not permits: N holders on a majority each could together hold more than N
-  // permits (a semaphore needs a larger quorum); nor fair order yet.
-  [[nodiscard]] bool supports(LockKind kind, bool fair) const override {
-    return kind != LockKind::kPermit && !fair;
-  }
+  // some instance. Permits: each on quorum_for(N) instances, so that N+1 holders cannot all
+  // hold. Not fair order: the instances could order the waiters differently.
+  [[nodiscard]] bool supports(LockKind /*kind*/, bool fair) const override { return !fair; }
 
   GrantReply acquire(const GrantRequest& request) override {
     const auto start = Clock::now();
     const LockKeys keys = lock_keys(service_, request.key.str());
-    RedlockQuorum::Round round =
-        quorum_->borrow(node_timeout(request.lease), open_wait(request.lease));
+    const std::size_t needed =
+        quorum_->quorum_for(request.kind == LockKind::kPermit ? request.permits : 1);
+    RedlockQuorum::Round round = quorum_->borrow(node_timeout(request.lease),
+                                                 open_wait(request.lease),
+                                                 ConnectionPool::Lane::kShared, needed);
     const auto deadline = Clock::now() + node_timeout(request.lease);
     // One call, built once (its owner details cost system calls); only the not-after time,
     // on each instance's own clock, differs between the instances.
@@ -84,13 +90,13 @@ class RedlockBackend final : public Backend {
     }
     quorum_->send(
         round, deadline,
-        [this](const std::vector<FanOutRequest>& requests, const std::vector<bool>& complete) {
+        [needed](const std::vector<FanOutRequest>& requests, const std::vector<bool>& complete) {
           std::size_t granted = 0;
           for (std::size_t i = 0; i < requests.size(); ++i) {
             granted +=
                 complete[i] && grant_of(requests[i].replies[0]).kind == GrantReply::Kind::kAcquired;
           }
-          return granted >= quorum_->quorum();
+          return granted >= needed;
         });
     // "Too late" from an instance: its clock may have stepped since it was measured.
     for (std::size_t i = 0; i < quorum_->size(); ++i) {
@@ -100,8 +106,9 @@ class RedlockBackend final : public Backend {
     }
     const GrantTally tally = tally_grants(round);
     const auto elapsed = Clock::now() - start;
-    if (tally.granted >= quorum_->quorum() && elapsed < request.lease) {
-      remember(request.owner, Grant{tally.token, std::string(request.name)});
+    if (tally.granted >= needed && elapsed < request.lease) {
+      remember(request.owner, Grant{tally.token, std::string(request.name), request.kind,
+                                    request.permits, needed});
       GrantReply out;
       out.kind = GrantReply::Kind::kAcquired;
       out.token = tally.token;
@@ -109,7 +116,7 @@ class RedlockBackend final : public Backend {
     }
     // No quorum (or it came too late to be worth anything): undo what we got.
     if (tally.granted > 0) undo(keys, request.owner, tally.ours, round, request.lease);
-    return refusal(tally, elapsed);
+    return refusal(tally, elapsed, needed);
   }
 
   void renew(std::vector<RenewItem>& items) override {
@@ -117,22 +124,25 @@ class RedlockBackend final : public Backend {
     const RenewBatch batch = renew_batch(items);
     // The budget is the shortest lease's: a quorum that answers within it renews every
     // lease of the batch, and each lease is judged by its own length.
-    RedlockQuorum::Round round = quorum_->borrow(
-        node_timeout(batch.shortest), open_wait(batch.shortest), ConnectionPool::Lane::kRenewal);
+    std::size_t most = quorum_->quorum();
+    for (const Grant& grant : batch.grants) most = std::max(most, needed(grant));
+    RedlockQuorum::Round round =
+        quorum_->borrow(node_timeout(batch.shortest), open_wait(batch.shortest),
+                        ConnectionPool::Lane::kRenewal, most);
     const auto deadline = Clock::now() + node_timeout(batch.shortest);
     for (std::size_t i = 0; i < quorum_->size(); ++i) {
       for (const auto& call : batch.calls) round.ask(i, &call);
     }
     quorum_->send(round, deadline,
-                  [this, n = items.size()](const std::vector<FanOutRequest>& requests,
-                                           const std::vector<bool>& complete) {
-                    for (std::size_t k = 0; k < n; ++k) {
+                  [this, &batch](const std::vector<FanOutRequest>& requests,
+                                 const std::vector<bool>& complete) {
+                    for (std::size_t k = 0; k < batch.grants.size(); ++k) {
                       std::size_t renewed = 0;
                       for (std::size_t i = 0; i < requests.size(); ++i) {
                         renewed += complete[i] && renew_outcome_of(requests[i].replies[k]) ==
                                                       RenewOutcome::kRenewed;
                       }
-                      if (renewed < quorum_->quorum()) return false;
+                      if (renewed < needed(batch.grants[k])) return false;
                     }
                     return true;
                   });
@@ -141,7 +151,7 @@ class RedlockBackend final : public Backend {
     Heal heal;
     const auto took = Clock::now() - sent;
     for (std::size_t k = 0; k < items.size(); ++k) {
-      items[k].outcome = renew_outcome(round, k, took < items[k].ttl, heal);
+      items[k].outcome = renew_outcome(round, k, needed(batch.grants[k]), took < items[k].ttl, heal);
     }
     if (!heal.empty()) restore(items, batch, heal, round);
   }
@@ -175,7 +185,7 @@ class RedlockBackend final : public Backend {
           case ReleaseOutcome::kUnavailable: break;
         }
       }
-      switch (quorum_->verdict(tally)) {
+      switch (quorum_->verdict(tally, needed(grant))) {
         case OwnerVerdict::kOurs:
           return kept > 0 ? ReleaseOutcome::kKept : ReleaseOutcome::kReleased;
         case OwnerVerdict::kUnknown: return ReleaseOutcome::kUnavailable;
@@ -206,6 +216,9 @@ class RedlockBackend final : public Backend {
         ++tally.answered;
         tally.ours[i] = true;
         tally.token = std::max(tally.token, grant.token);
+      } else if (grant.kind == GrantReply::Kind::kRefused) {
+        ++tally.answered;
+        if (tally.refused++ == 0) tally.refusal = grant.error;
       } else if (grant.kind == GrantReply::Kind::kBusy) {
         ++tally.answered;
         if (grant.ttl > Millis{0} && (tally.busy_ttl == Millis{0} || grant.ttl < tally.busy_ttl)) {
@@ -220,16 +233,20 @@ class RedlockBackend final : public Backend {
     return tally;
   }
 
-  // Why an acquisition without a (timely) quorum is no grant.
-  GrantReply refusal(const GrantTally& tally, Clock::duration elapsed) const {
+  // Why an acquisition without a (timely) quorum of `needed` instances is no grant.
+  GrantReply refusal(const GrantTally& tally, Clock::duration elapsed, std::size_t needed) const {
     GrantReply out;
     out.outcome_unknown = tally.outcome_unknown;
-    if (tally.answered < quorum_->quorum()) {
+    if (tally.refused > 0) {
+      // The key is in use as another kind of lock: waiting would not help, as on one server.
+      out.kind = GrantReply::Kind::kRefused;
+      out.error = tally.refusal;
+    } else if (tally.answered < needed) {
       out.kind = GrantReply::Kind::kUnavailable;
       out.error =
           fmt::format("only {} of {} instances answered; a quorum is {} (first failure: {})",
-                      tally.answered, quorum_->size(), quorum_->quorum(), tally.first_error);
-    } else if (tally.granted >= quorum_->quorum()) {
+                      tally.answered, quorum_->size(), needed, tally.first_error);
+    } else if (tally.granted >= needed) {
       out.kind = GrantReply::Kind::kUnavailable;
       out.error = fmt::format("the quorum took {}ms, longer than the lease; released it",
                               std::chrono::duration_cast<Millis>(elapsed).count());
@@ -252,9 +269,10 @@ class RedlockBackend final : public Backend {
     return batch;
   }
 
-  // Item k's outcome over the instances; adds the instances that lost its key to `heal`.
-  RenewOutcome renew_outcome(const RedlockQuorum::Round& round, std::size_t k, bool in_time,
-                             Heal& heal) const {
+  // Item k's outcome over the instances, which `needed` of them must hold; adds the
+  // instances that lost its key to `heal`.
+  RenewOutcome renew_outcome(const RedlockQuorum::Round& round, std::size_t k,
+                             std::size_t needed, bool in_time, Heal& heal) const {
     OwnerTally tally;
     for (std::size_t i = 0; i < quorum_->size(); ++i) {
       switch (renew_outcome_of(round.reply(i, k))) {
@@ -264,7 +282,7 @@ class RedlockBackend final : public Backend {
         case RenewOutcome::kUnavailable: break;
       }
     }
-    switch (quorum_->verdict(tally)) {
+    switch (quorum_->verdict(tally, needed)) {
       case OwnerVerdict::kOurs:
         if (!in_time) return RenewOutcome::kUnavailable;  // retried; expires unless confirmed
         for (std::size_t i = 0; i < quorum_->size() && tally.gone > 0; ++i) {
@@ -349,8 +367,11 @@ class RedlockBackend final : public Backend {
     const auto deadline = Clock::now() + node_timeout(longest);
     for (const auto& [i, k] : heal) {
       if (!round.usable(i)) continue;
-      const GrantRequest request{*items[k].key, items[k].owner, items[k].ttl, batch.grants[k].name,
-                                 deadline};
+      // Of the kind it was granted as: a shared hold or a permit comes back as one.
+      const Grant& grant = batch.grants[k];
+      GrantRequest request{*items[k].key, items[k].owner, items[k].ttl, grant.name, deadline};
+      request.kind = grant.kind;
+      request.permits = grant.permits;
       calls.push_back(acquire_call(batch.keys[k], request, items[k].ttl + drift(items[k].ttl),
                                    round.handles[i]->server_time_us(deadline)));
       requests[i].conn = &*round.handles[i];
@@ -363,6 +384,11 @@ class RedlockBackend final : public Backend {
             requests[i].calls.size(), to_string(quorum_->endpoint(i)));
       }
     }
+  }
+
+  // How many instances must hold `grant` (a grant forgotten or never known: a quorum).
+  std::size_t needed(const Grant& grant) const {
+    return grant.needed > 0 ? grant.needed : quorum_->quorum();
   }
 
   void remember(std::string_view owner, Grant grant) {

@@ -97,8 +97,15 @@ const Reply& RedlockQuorum::Round::reply(std::size_t i, std::size_t k) const {
   return k < requests[i].replies.size() ? requests[i].replies[k] : no_connection();
 }
 
+std::size_t RedlockQuorum::quorum_for(int permits) const noexcept {
+  if (permits <= 1) return quorum_;
+  const auto p = static_cast<std::size_t>(permits);
+  return std::min(size(), p * size() / (p + 1) + 1);
+}
+
 RedlockQuorum::Round RedlockQuorum::borrow(Clock::duration wait, Clock::duration open_wait,
-                                           ConnectionPool::Lane lane) {
+                                           ConnectionPool::Lane lane, std::size_t needed) {
+  if (needed == 0) needed = quorum_;
   Round round;
   round.lane = lane;
   round.handles.resize(size());
@@ -141,7 +148,7 @@ RedlockQuorum::Round RedlockQuorum::borrow(Clock::duration wait, Clock::duration
   for (;;) {
     if (delivery->pending == 0) break;
     const bool optional_only = delivery->required == 0;
-    if (optional_only && in_hand + delivery->opened >= quorum_) break;
+    if (optional_only && in_hand + delivery->opened >= needed) break;
     const auto at = Clock::now();
     if (at >= long_deadline || (optional_only && at >= short_deadline)) break;
     delivery->arrived.wait_until(
@@ -222,10 +229,11 @@ void RedlockQuorum::send(Round& round, Clock::time_point deadline, const FanOutE
   }
 }
 
-OwnerVerdict RedlockQuorum::verdict(const OwnerTally& tally) const noexcept {
+OwnerVerdict RedlockQuorum::verdict(const OwnerTally& tally, std::size_t needed) const noexcept {
+  if (needed == 0) needed = quorum_;
   const std::size_t unknown = size() - tally.ours - tally.gone - tally.taken;
-  if (tally.ours >= quorum_) return OwnerVerdict::kOurs;
-  if (tally.ours + unknown >= quorum_) return OwnerVerdict::kUnknown;
+  if (tally.ours >= needed) return OwnerVerdict::kOurs;
+  if (tally.ours + unknown >= needed) return OwnerVerdict::kUnknown;
   return tally.taken > 0 ? OwnerVerdict::kTaken : OwnerVerdict::kGone;
 }
 

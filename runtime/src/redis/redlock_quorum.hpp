@@ -49,6 +49,11 @@ class RedlockQuorum {
   [[nodiscard]] std::size_t size() const noexcept { return instances_.size(); }
   /// N/2+1 of the N instances.
   [[nodiscard]] std::size_t quorum() const noexcept { return quorum_; }
+  /// How many of the N instances must hold a grant of a key that `permits` holders may hold
+  /// at once (0 or 1: a lock, or a shared hold, which needs quorum()). For P permits, the
+  /// least q with (P+1)·q > P·N: P+1 holders, each on q instances, would need more than P
+  /// holders on some instance, which no instance admits. floor(P·N/(P+1)) + 1, at most N.
+  [[nodiscard]] std::size_t quorum_for(int permits) const noexcept;
   [[nodiscard]] const BackendConfig& config() const noexcept { return config_; }
   [[nodiscard]] const Endpoint& endpoint(std::size_t i) const { return config_.endpoints.at(i); }
 
@@ -78,15 +83,18 @@ class RedlockQuorum {
   /// an open; a connection opened after the wait joins the pool.
   /// Renewals borrow with Lane::kRenewal: each instance's renewal connection, which
   /// acquirers holding every shared one cannot take from them.
+  /// `needed`: how many connections make the round worth sending (0: quorum()).
   Round borrow(Clock::duration wait, Clock::duration open_wait,
-               ConnectionPool::Lane lane = ConnectionPool::Lane::kShared);
+               ConnectionPool::Lane lane = ConnectionPool::Lane::kShared,
+               std::size_t needed = 0);
   /// Sends each instance's calls of `round` and collects the replies until `deadline`, or
   /// shortly after `enough` (fan_out.hpp) says a quorum settled the question. An instance
   /// whose pooled connection turned out dead (it restarted since it was last used) is asked
   /// once more on a fresh connection.
   void send(Round& round, Clock::time_point deadline, const FanOutEnough& enough = {});
-  /// What `tally` means against the quorum.
-  [[nodiscard]] OwnerVerdict verdict(const OwnerTally& tally) const noexcept;
+  /// What `tally` means against `needed` instances (0: quorum()).
+  [[nodiscard]] OwnerVerdict verdict(const OwnerTally& tally,
+                                     std::size_t needed = 0) const noexcept;
 
   // --- Scheduled runs and admin: one instance after the other ---------------------------
 
