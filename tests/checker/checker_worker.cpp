@@ -96,7 +96,12 @@ void run_section(const std::string& kind, const std::string& key, checker::Run& 
   } else if (kind == "permits") {
     checker::permit_section(key, run);
   } else if (kind == "multi") {
-    std::vector<std::string> pool{key, key + "-b", key + "-c"};
+    // Half the sections on keys of one hash tag: one cluster slot, taken in one request
+    // (RUNTIME.md, "Lock kinds"); the others on keys each in a slot of its own, one by one.
+    const std::string tag = "{" + key + "}:";
+    std::vector<std::string> pool = std::uniform_int_distribution<int>(0, 1)(rng) == 0
+                                        ? std::vector<std::string>{tag + "a", tag + "b", tag + "c"}
+                                        : std::vector<std::string>{key, key + "-b", key + "-c"};
     std::shuffle(pool.begin(), pool.end(), rng);
     checker::multi_section(pool[0], pool[1], run);
   } else if (kind == "fair") {
