@@ -34,8 +34,14 @@ class OrderBook {
   [[dlock::guard("order:<id>", on_busy=skip, policy="best_effort")]]
   std::optional<Receipt> ship(long id);
 
+  /// Reads an order's status: readers share the order with each other, never with `place`
+  /// or `ship`, and a writer that waits goes before readers that come after it.
+  [[dlock::guard("order:<id>", mode=shared, lease=5s, wait=10s)]]
+  Receipt track(long id);
+
  private:
-  // Records when a hold of `order_id` began and ended, for the overlap check.
+  // Records when a hold of `order_id` began ("begin" for a writer, "read" for a reader) and
+  // ended, for the overlap check.
   void journal(const char* what, long order_id, std::uint64_t token);
 
   std::string journal_path_;
