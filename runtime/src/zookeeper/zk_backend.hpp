@@ -54,6 +54,12 @@ class ZookeeperBackend final : public Backend, public RunStore, public AdminBack
     return std::make_unique<ZkWatch>(book_);
   }
   [[nodiscard]] bool watch_is_free() const override { return true; }
+  /// Shared and exclusive holds, the read/write lock recipe: a request's place in the key's
+  /// sequence decides, so waiters are served in the order their znodes were made (fair, with
+  /// or without `fair`). Not permits.
+  [[nodiscard]] bool supports(LockKind kind, bool /*fair*/) const override {
+    return kind != LockKind::kPermit;
+  }
   /// The session timeout the ensemble granted, or the one asked for before the first
   /// connection (acquire() then refuses a lease longer than the one granted after all).
   [[nodiscard]] Millis lease_limit() const override { return session_->timeout(); }
@@ -106,10 +112,11 @@ class ZookeeperBackend final : public Backend, public RunStore, public AdminBack
   [[nodiscard]] BackendUnavailable unreachable(int rc) const {
     return BackendUnavailable(fmt::format("backend {}: {}", config_.name, zk_error(rc)));
   }
-  /// The lock on `dir` (its first znode), or nothing.
+  /// The lock on `dir`: its holders (the first znode, or the shared ones before the first
+  /// exclusive one) and its queue; nothing when none holds it. `paths` gets the holders'.
   std::optional<LockInfo> holder(const ZkHandle& handle, const std::string& dir,
                                  std::string key, Clock::time_point deadline,
-                                 std::string* path = nullptr);
+                                 std::vector<std::string>* paths = nullptr);
   void on_event(ZkSession::Event event, Millis timeout);
   void reap();
   /// Sends the delete of `held` now, without waiting; the reaper tries again if it fails.

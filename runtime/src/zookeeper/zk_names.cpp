@@ -21,11 +21,21 @@ std::int64_t sequence_of(std::string_view name) {
 }
 
 std::string_view owner_in(std::string_view name) {
-  if (name.substr(0, kLockPrefix.size()) != kLockPrefix || sequence_of(name) < 0 ||
+  static_assert(kLockPrefix.size() == kSharedPrefix.size());
+  const std::string_view prefix = name.substr(0, kLockPrefix.size());
+  if ((prefix != kLockPrefix && prefix != kSharedPrefix) || sequence_of(name) < 0 ||
       name.size() < kLockPrefix.size() + kSequenceDigits + 2) {
     return {};
   }
   return name.substr(kLockPrefix.size(), name.size() - kLockPrefix.size() - kSequenceDigits - 1);
+}
+
+std::size_t blocker_of(const std::vector<std::string>& queue, std::size_t place) {
+  if (!is_shared(queue[place])) return place == 0 ? place : place - 1;
+  for (std::size_t i = place; i-- > 0;) {
+    if (!is_shared(queue[i])) return i;
+  }
+  return place;
 }
 
 std::vector<std::string> queue_of(std::vector<std::string> children) {

@@ -48,7 +48,7 @@ RunRecord run_record(const ZkAnswer& answer, std::int64_t now_ms, Millis* keep =
 
 std::optional<LockInfo> ZookeeperBackend::holder(const ZkHandle& handle, const std::string& dir,
                                                  std::string key, Clock::time_point until,
-                                                 std::string* path) {
+                                                 std::vector<std::string>* paths) {
   ZkBatch batch;
   const std::size_t listed = batch.children(handle, dir);
   batch.wait(until);
@@ -57,31 +57,50 @@ std::optional<LockInfo> ZookeeperBackend::holder(const ZkHandle& handle, const s
   if (children.rc != ZOK) {
     throw unreachable(children.rc);
   }
-  for (const std::string& name : queue_of(children.children)) {
-    ZkBatch read;
-    const std::size_t index = read.get(handle, dir + "/" + name);
-    read.wait(until);
-    const ZkAnswer& answer = read.answer(index);
-    if (answer.rc == ZNONODE) continue;  // released meanwhile: the next one holds it
+  const std::vector<std::string> queue = queue_of(children.children);
+  ZkBatch read;
+  std::vector<std::size_t> asked;
+  for (const std::string& name : queue) asked.push_back(read.get(handle, dir + "/" + name));
+  read.wait(until);
+  // The znodes still there (one released meanwhile moves the others up), in queue order.
+  std::vector<std::string> live;
+  std::vector<const ZkAnswer*> answers;
+  for (std::size_t i = 0; i < queue.size(); ++i) {
+    const ZkAnswer& answer = read.answer(asked[i]);
+    if (answer.rc == ZNONODE) continue;
     if (answer.rc != ZOK) {
       throw unreachable(answer.rc);
     }
-    const auto fields = fields_of(answer.value);
-    LockInfo info;
-    info.key = std::move(key);
-    info.owner = std::string(owner_in(name));
-    info.lease = Millis{number_in(fields, 0)};
-    info.pid = number_in(fields, 1);
-    info.thread = number_in(fields, 2);
-    info.host = text_in(fields, 3);
-    info.name = text_in(fields, 4);
-    info.token = static_cast<std::uint64_t>(answer.stat.czxid);
-    info.acquired_at_ms = answer.stat.ctime;
-    info.ttl = Millis{-1};  // no expiry on the ensemble: it lives with the holder's session
-    if (path) *path = dir + "/" + name;
-    return info;
+    live.push_back(queue[i]);
+    answers.push_back(&answer);
   }
-  return std::nullopt;
+  if (live.empty()) return std::nullopt;
+  LockInfo info;
+  info.key = std::move(key);
+  info.mode = is_shared(live.front()) ? "shared" : "exclusive";
+  for (std::size_t i = 0; i < live.size(); ++i) {
+    const std::string mode = is_shared(live[i]) ? "shared" : "exclusive";
+    if (blocker_of(live, i) != i) {
+      // Waiters keep their places while their sessions live: served in order, no expiry.
+      info.queue.push_back(WaiterInfo{std::string(owner_in(live[i])), mode, true, Millis{-1}});
+      continue;
+    }
+    const auto fields = fields_of(answers[i]->value);
+    HolderInfo held;
+    held.owner = std::string(owner_in(live[i]));
+    held.pid = number_in(fields, 1);
+    held.thread = number_in(fields, 2);
+    held.host = text_in(fields, 3);
+    held.name = text_in(fields, 4);
+    held.token = static_cast<std::uint64_t>(answers[i]->stat.czxid);
+    held.acquired_at_ms = answers[i]->stat.ctime;
+    held.ttl = Millis{-1};  // no expiry on the ensemble: it lives with the holder's session
+    if (info.holders.empty()) info.lease = Millis{number_in(fields, 0)};
+    info.holders.push_back(std::move(held));
+    if (paths) paths->push_back(dir + "/" + live[i]);
+  }
+  describe_by_first_holder(info);
+  return info;
 }
 
 std::vector<LockInfo> ZookeeperBackend::list(std::string_view pattern) {
@@ -123,17 +142,24 @@ std::optional<LockInfo> ZookeeperBackend::inspect(const Key& key) {
 std::optional<LockInfo> ZookeeperBackend::force_release(const Key& key, const AuditEntry& who) {
   const auto until = deadline();
   const auto handle = handle_or_throw(until);
-  std::string path;
-  std::optional<LockInfo> removed = holder(*handle, dir_of(key), key.str(), until, &path);
+  // Every holder's znode (several for shared holds); one already gone was released meanwhile.
+  std::vector<std::string> paths;
+  std::optional<LockInfo> removed = holder(*handle, dir_of(key), key.str(), until, &paths);
   if (!removed) return std::nullopt;
   ZkBatch batch;
-  const std::size_t index = batch.remove(*handle, path);
+  std::vector<std::size_t> asked;
+  for (const std::string& path : paths) asked.push_back(batch.remove(*handle, path));
   batch.wait(until);
-  const int rc = batch.answer(index).rc;
-  if (rc == ZNONODE) return std::nullopt;  // released meanwhile
-  if (rc != ZOK) {
-    throw unreachable(rc);
+  std::size_t gone = 0;
+  for (const std::size_t index : asked) {
+    const int rc = batch.answer(index).rc;
+    if (rc == ZNONODE) {
+      ++gone;
+    } else if (rc != ZOK) {
+      throw unreachable(rc);
+    }
   }
+  if (gone == asked.size()) return std::nullopt;  // released meanwhile
   log(LogLevel::kWarn,
       "forced release: backend={} key={} owner={} token={} by {}@{} pid {} note=\"{}\"",
       config_.name, printable(removed->key), removed->owner, removed->token, who.user, who.host,

@@ -94,7 +94,9 @@ GrantReply ZookeeperBackend::acquire(const GrantRequest& request) {
                        false);
   }
   Try t{request, std::move(handle), until, dir_of(request.key),
-        fmt::format("{}{}-", kLockPrefix, request.owner), book_->find(request.owner), false,
+        fmt::format("{}{}-", request.kind == LockKind::kShared ? kSharedPrefix : kLockPrefix,
+                    request.owner),
+        book_->find(request.owner), false,
         {}, std::nullopt};
   if (t.mine && t.mine->generation != t.handle->generation()) t.mine.reset();  // gone with it
   for (int round = 0; round < 4; ++round) {
@@ -188,12 +190,15 @@ bool ZookeeperBackend::adopt(Try& t, const std::string& own) {
   return true;
 }
 
-// The owner's znode is at `place` in the queue: first holds the lock; behind, a waiter keeps
-// its place and watches the znode just before it, and a try that does not wait leaves.
+// The owner's znode is at `place` in the queue. It holds the lock when it waits for no znode
+// before it (blocker_of: an exclusive request waits for every znode before it, a shared one
+// for the exclusive ones); else a waiter keeps its place and watches the znode it waits for,
+// and a try that does not wait leaves.
 GrantReply ZookeeperBackend::place_taken(Try& t, std::size_t place) {
   auto* watch = t.request.waiting ? dynamic_cast<ZkWatch*>(t.request.watch) : nullptr;
   GrantReply reply;
-  if (place == 0) {
+  const std::size_t blocker = blocker_of(t.queue, place);
+  if (blocker == place) {
     if (watch) watch->settled();
     // Deleted by this process if its lease runs out unrenewed.
     book_->note(t.request.owner, *t.mine, later(Clock::now(), t.request.lease));
@@ -211,7 +216,7 @@ GrantReply ZookeeperBackend::place_taken(Try& t, std::size_t place) {
   }
   watch->queued(t.request.owner, *t.mine);
   book_->note(t.request.owner, *t.mine);  // deleted when the watch goes, not by time
-  const std::string before = t.dir + "/" + t.queue[place - 1];
+  const std::string before = t.dir + "/" + t.queue[blocker];
   if (watch->armed_on() != before) {
     watch->armed(before);
     session_->arm_watch(*t.handle, before, watch->signal());
