@@ -29,6 +29,12 @@ class AdminBackend {
   virtual std::vector<AuditEntry> history(std::size_t limit) = 0;
 };
 
+/// The holder that `info`'s own fields describe (an engine that reads one holder at a time).
+inline HolderInfo holder_described_by(const LockInfo& info) {
+  return HolderInfo{info.owner, info.host,           info.pid, info.thread, info.name,
+                    info.token, info.acquired_at_ms, info.ttl, info.min_hold};
+}
+
 /// A key of several holders is described, in LockInfo's own fields, by its first holder.
 inline void describe_by_first_holder(LockInfo& info) {
   if (info.holders.empty()) return;

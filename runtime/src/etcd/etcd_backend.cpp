@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "etcd/etcd_keys.hpp"
 #include "log.hpp"
 #include "owner.hpp"
 
@@ -24,17 +25,6 @@ std::int64_t seconds_for(Millis lease) {
                                   kMaxTtlSeconds);
 }
 
-pb::RangeRequest queue_range(const std::string& prefix, std::int64_t limit) {
-  pb::RangeRequest range;
-  range.set_key(prefix);
-  range.set_range_end(prefix_end(prefix));
-  range.set_sort_order(pb::RangeRequest::ASCEND);
-  range.set_sort_target(pb::RangeRequest::CREATE);
-  range.set_keys_only(true);
-  range.set_limit(limit);
-  return range;
-}
-
 ReleaseOutcome deleted_outcome(const pb::TxnResponse& reply, bool maybe_applied) {
   const auto deleted = reply.responses(0).response_delete_range().deleted();
   // Deleted by an earlier attempt whose answer was lost, most likely.
@@ -48,18 +38,6 @@ pb::TxnRequest delete_of(const std::string& key) {
 }
 
 }  // namespace
-
-std::string prefix_end(std::string prefix) {
-  while (!prefix.empty()) {
-    auto& last = prefix.back();
-    if (static_cast<unsigned char>(last) != 0xFF) {
-      last = static_cast<char>(static_cast<unsigned char>(last) + 1);
-      return prefix;
-    }
-    prefix.pop_back();
-  }
-  return std::string(1, '\0');  // every key
-}
 
 EtcdBackend::EtcdBackend(const BackendConfig& config, const std::string& service)
     : config_(config),
@@ -96,7 +74,10 @@ std::optional<EtcdHold> EtcdBackend::new_hold(const GrantRequest& request,
   // A hold's key is named by its lease (one hold a lease at a time), so that a lock's keys
   // keep a few names: etcd keeps every name ever deleted under the prefix until a
   // compaction, and each acquire's compare over the prefix walks them.
-  const auto key = [&](std::int64_t lease) { return fmt::format("{}{:016x}", prefix, lease); };
+  const std::string_view mark = request.kind == LockKind::kShared ? "s" : "";
+  const auto key = [&](std::int64_t lease) {
+    return fmt::format("{}{}{:016x}", prefix, mark, lease);
+  };
   const std::int64_t ttl_s = seconds_for(request.lease);
   // Fresh enough that the lease need not be renewed before a third of it has passed.
   const auto fresh_enough = later(Clock::now(), request.lease - request.lease / 3);
@@ -145,8 +126,10 @@ pb::TxnRequest EtcdBackend::acquire_txn(const GrantRequest& request, const EtcdH
     *txn.add_success()->mutable_request_range() = queue_range(prefix, 0);
     *txn.add_failure()->mutable_request_range() = queue_range(prefix, 0);
   } else {
+    // Free for an exclusive hold: no key at all; for a shared one: no exclusive key.
     compare->set_key(prefix);
-    compare->set_range_end(prefix_end(prefix));
+    compare->set_range_end(request.kind == LockKind::kShared ? writers_end(prefix)
+                                                              : prefix_end(prefix));
     *txn.add_failure()->mutable_request_range() = queue_range(prefix, 1);
   }
   return txn;
@@ -200,12 +183,14 @@ GrantReply EtcdBackend::acquire(const GrantRequest& request) {
   return unavailable(fmt::format("the leases for {} kept expiring", printable(prefix)), false);
 }
 
-// What the transaction found: the owner's key first under the prefix holds the lock; behind
-// another, a waiter keeps its place and watches the key just before its own, and a try that
-// does not wait has made no key.
+// What the transaction found: the owner's key holds the lock when no key it waits for was
+// created before it (an exclusive request waits for every key, a shared one for exclusive
+// ones); else a waiter keeps its place and watches the last such key, and a try that does
+// not wait has made no key.
 GrantReply EtcdBackend::take_place(Try& t) {
   GrantReply reply;
   const std::string& owner_key = t.hold.key;
+  const bool shared = t.request.kind == LockKind::kShared;
   std::int64_t token = 0;
   std::string before;
   std::int64_t before_token = 0;
@@ -216,6 +201,7 @@ GrantReply EtcdBackend::take_place(Try& t) {
         token = kv.create_revision();
         break;
       }
+      if (shared && is_shared_key(kv.key(), t.prefix)) continue;
       before = kv.key();
       before_token = kv.create_revision();
     }
@@ -278,6 +264,7 @@ std::optional<GrantReply> EtcdBackend::check_place(Try& t) {
   own->set_key(t.hold.key);
   own->set_keys_only(true);
   pb::RangeRequest before = queue_range(t.prefix, 1);
+  if (t.request.kind == LockKind::kShared) before.set_range_end(writers_end(t.prefix));
   before.set_sort_order(pb::RangeRequest::DESCEND);
   before.set_max_create_revision(t.hold.revision - 1);
   *txn.add_success()->mutable_request_range() = before;

@@ -7,6 +7,11 @@
 //   <root>/<service>/locks/<digest of key>/<lease>   value: the holder (lease ms, pid,
 //                                                    thread, host, name, key, owner); on
 //                                                    that lease, one hold a lease at a time
+//   <root>/<service>/locks/<digest of key>/s<lease>  the same for a shared hold: after the
+//                                                    exclusive keys (hex digits) in key order
+//
+// A shared request holds the lock when no exclusive key was created before its own, and
+// watches the last one that was; an exclusive request waits for every key before its own.
 //   <root>/<service>/runs/<digest of key>            a scheduled run's record, on a lease of
 //                                                    its keep
 //   <root>/<service>/audit/<revision>                forced releases, the last 1000 kept
@@ -26,12 +31,11 @@
 #include "engine.hpp"
 #include "etcd/etcd_book.hpp"
 #include "etcd/etcd_channel.hpp"
+#include "etcd/etcd_keys.hpp"
 #include "run_store.hpp"
 
 namespace dlock::internal {
 
-/// The end of the range of keys that start with `prefix` (etcd's range_end).
-[[nodiscard]] std::string prefix_end(std::string prefix);
 
 class EtcdBackend final : public Backend, public RunStore, public AdminBackend {
  public:
@@ -49,6 +53,11 @@ class EtcdBackend final : public Backend, public RunStore, public AdminBackend {
     return std::make_unique<EtcdWatch>(book_, channel_);
   }
   [[nodiscard]] bool watch_is_free() const override { return true; }
+  /// Shared and exclusive holds; waiters are served in the order of their keys' create
+  /// revisions (fair, with or without `fair`). Not permits.
+  [[nodiscard]] bool supports(LockKind kind, bool /*fair*/) const override {
+    return kind != LockKind::kPermit;
+  }
   [[nodiscard]] const BackendConfig& config() const override { return config_; }
 
   std::vector<LockInfo> list(std::string_view pattern) override;
@@ -83,6 +92,9 @@ class EtcdBackend final : public Backend, public RunStore, public AdminBackend {
   std::optional<pb::KeyValue> holder_of(const Key& key, Clock::time_point until);
   /// What admin calls say of a holder's key.
   LockInfo info_of(const pb::KeyValue& kv, Clock::time_point until);
+  /// Removes the lock's first holder (`shared`: a shared one), as force_release() does.
+  std::optional<LockInfo> force_release_first(const Key& key, const AuditEntry& who,
+                                              bool& shared);
   [[nodiscard]] BackendUnavailable unreachable(const grpc::Status& status) const {
     return BackendUnavailable(fmt::format("backend {}: {}", config_.name, describe(status)));
   }

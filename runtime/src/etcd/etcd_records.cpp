@@ -54,13 +54,6 @@ class Fields {
   std::string_view rest_;
 };
 
-pb::RangeRequest under(const std::string& prefix) {
-  pb::RangeRequest range;
-  range.set_key(prefix);
-  range.set_range_end(prefix_end(prefix));
-  return range;
-}
-
 pb::RangeRequest only(const std::string& key) {
   pb::RangeRequest range;
   range.set_key(key);
@@ -260,47 +253,102 @@ LockInfo EtcdBackend::info_of(const pb::KeyValue& kv, Clock::time_point until) {
 
 std::vector<LockInfo> EtcdBackend::list(std::string_view pattern) {
   const auto until = deadline();
-  // A lock's keys come together, in key order; its holder is the one created first.
-  std::vector<pb::KeyValue> holders;
+  // A lock's keys come together, in key order; its holder is the one created first, and
+  // with it the shared ones before the first exclusive one.
+  std::vector<std::vector<pb::KeyValue>> locks;
   std::string lock;
   const grpc::Status status = scan(*channel_, locks_, until, [&](const pb::KeyValue& kv) {
     const std::string_view dir = std::string_view(kv.key()).substr(0, kv.key().rfind('/') + 1);
-    if (holders.empty() || dir != lock) {
+    if (locks.empty() || dir != lock) {
       lock = std::string(dir);
-      holders.push_back(kv);
-    } else if (kv.create_revision() < holders.back().create_revision()) {
-      holders.back() = kv;
+      locks.emplace_back();
     }
+    locks.back().push_back(kv);
   });
   if (!status.ok()) throw unreachable(status);
   std::vector<LockInfo> out;
-  for (const pb::KeyValue& kv : holders) {
-    if (!glob_match(pattern, lock_in(kv).key)) continue;
-    LockInfo info = info_of(kv, until);
-    if (info.ttl != Millis{0}) out.push_back(std::move(info));  // else released meanwhile
+  for (auto& keys : locks) {
+    std::sort(keys.begin(), keys.end(), [](const pb::KeyValue& a, const pb::KeyValue& b) {
+      return a.create_revision() < b.create_revision();
+    });
+    if (!glob_match(pattern, lock_in(keys.front()).key)) continue;
+    LockInfo info = info_of(keys.front(), until);
+    if (info.ttl == Millis{0}) continue;  // released meanwhile
+    const std::string prefix = keys.front().key().substr(0, keys.front().key().rfind('/') + 1);
+    if (is_shared_key(keys.front().key(), prefix)) {
+      info.mode = "shared";
+      for (const pb::KeyValue& kv : keys) {
+        if (!is_shared_key(kv.key(), prefix)) break;
+        const LockInfo one = info_of(kv, until);
+        info.holders.push_back(holder_described_by(one));
+      }
+    }
+    out.push_back(std::move(info));
   }
   return out;
 }
 
+// The holders (the first key, or the shared keys before the first exclusive one) and the
+// queue behind them, each with the time its lease has left.
 std::optional<LockInfo> EtcdBackend::inspect(const Key& key) {
   const auto until = deadline();
+  const std::string prefix = prefix_of(key);
   while (Clock::now() < until) {
-    const auto holder = holder_of(key, until);
-    if (!holder) return std::nullopt;
-    LockInfo info = info_of(*holder, until);
-    if (info.ttl != Millis{0}) return info;  // else gone meanwhile: the next one holds it
+    pb::RangeRequest range = queue_range(prefix, 0);
+    range.set_keys_only(false);
+    pb::RangeResponse reply;
+    const grpc::Status status = channel_->range(range, reply, until);
+    if (!status.ok()) throw unreachable(status);
+    if (reply.kvs().empty()) return std::nullopt;
+    const auto mode_of = [&](const pb::KeyValue& kv) {
+      return std::string(is_shared_key(kv.key(), prefix) ? "shared" : "exclusive");
+    };
+    LockInfo info = info_of(reply.kvs(0), until);
+    if (info.ttl == Millis{0}) continue;  // gone meanwhile: the next one holds it
+    info.mode = mode_of(reply.kvs(0));
+    for (const pb::KeyValue& kv : reply.kvs()) {
+      const LockInfo one = info_of(kv, until);
+      if (one.ttl == Millis{0}) continue;
+      // Held: the first key, and after a shared one every shared one up to the first waiter.
+      if (info.queue.empty() &&
+          (info.holders.empty() || (info.mode == "shared" && mode_of(kv) == "shared"))) {
+        info.holders.push_back(holder_described_by(one));
+      } else {
+        info.queue.push_back(WaiterInfo{one.owner, mode_of(kv), true, one.ttl});
+      }
+    }
+    return info;
   }
   return std::nullopt;
 }
 
+// A lock held shared has several holders: each goes (and is audited) in turn, until the
+// first key left is an exclusive one or none, within one command timeout.
 std::optional<LockInfo> EtcdBackend::force_release(const Key& key, const AuditEntry& who) {
+  bool shared = false;
+  std::optional<LockInfo> first = force_release_first(key, who, shared);
+  const auto until = deadline();
+  const std::string prefix = prefix_of(key);
+  while (shared && Clock::now() < until) {
+    const auto next = holder_of(key, until);
+    if (!next || !is_shared_key(next->key(), prefix)) break;
+    if (!force_release_first(key, who, shared)) break;
+  }
+  return first;
+}
+
+std::optional<LockInfo> EtcdBackend::force_release_first(const Key& key, const AuditEntry& who,
+                                                         bool& shared) {
+  const std::string prefix = prefix_of(key);
   const auto until = deadline();
   // Read first: a clock that cannot be read leaves the lock alone.
   const std::int64_t at_ms = clock_of(*channel_, config_.name, until);
   while (Clock::now() < until) {  // again while the lock changes under it
     const auto holder = holder_of(key, until);
     if (!holder) return std::nullopt;
-    const LockInfo removed = info_of(*holder, until);
+    LockInfo removed = info_of(*holder, until);
+    shared = is_shared_key(holder->key(), prefix);
+    if (shared) removed.mode = "shared";
     // Only the key as read: one moved to another lease meanwhile (released before its
     // min_hold ends) may have left its old lease to another lock of its process.
     pb::TxnRequest txn;

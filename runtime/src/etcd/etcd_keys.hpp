@@ -1,0 +1,31 @@
+// How the etcd engine names and reads the keys of a lock (etcd_backend.hpp has the tree):
+// the range of a prefix, a lock's queue in create order, and which keys are shared holds.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "etcd/etcd_channel.hpp"
+
+namespace dlock::internal {
+
+/// The end of the range of keys that start with `prefix` (etcd's range_end).
+[[nodiscard]] std::string prefix_end(std::string prefix);
+
+/// Whether a lock's key under its `prefix` is a shared hold's ("s<lease>").
+[[nodiscard]] inline bool is_shared_key(std::string_view key, std::string_view prefix) {
+  return key.size() > prefix.size() && key[prefix.size()] == 's';
+}
+
+/// The end of the range of a lock's exclusive keys: theirs are hex digits after `prefix`,
+/// and shared ones start with 's', so [prefix, writers_end(prefix)) holds them alone.
+[[nodiscard]] inline std::string writers_end(const std::string& prefix) { return prefix + "g"; }
+
+/// Every key under `prefix`.
+[[nodiscard]] pb::RangeRequest under(const std::string& prefix);
+
+/// A lock's keys in create order, names only, at most `limit` (0: all).
+[[nodiscard]] pb::RangeRequest queue_range(const std::string& prefix, std::int64_t limit);
+
+}  // namespace dlock::internal
