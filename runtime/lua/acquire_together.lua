@@ -1,7 +1,8 @@
 -- Takes several locks for ARGV[1] at once, all or none: the exclusive lock of acquire.lua on
--- each, on one server (on a cluster, keys of one slot). A lock held by another owner, one in
--- use as a semaphore or one with waiters in its fair queue makes the whole request busy,
--- with nothing written; the caller then takes the keys one by one, waiting as each needs.
+-- each, on one server (on a cluster, keys of one slot). A lock held by another owner or one
+-- with waiters in its fair queue makes the whole request busy, with nothing written; the
+-- caller then takes the keys one by one, waiting as each needs. A key in use as a semaphore
+-- refuses the request, as acquire.lua refuses a lock on it.
 --
 -- KEYS     for each lock i = 1..m, five keys: the lock, its fencing counter, its holders,
 --          its fair queue and the queue's places (acquire.lua, holders.lua)
@@ -9,7 +10,8 @@
 --          lifetime of the fencing counters)
 --
 -- Returns {1, ttl, token_1, ..., token_m} granted (ttl: the least time left of the keys),
--- {0, i, ttl, last token of i} lock i busy, {-1, 0} too late (nothing held).
+-- {0, i, ttl, last token of i} lock i busy, {-1, 0} too late (nothing held), {-2, i} lock i
+-- held as a semaphore (nothing held).
 local now_us = server_now_us()
 local not_after = tonumber(ARGV[3])
 local late = not_after > 0 and now_us > not_after
@@ -21,6 +23,9 @@ for i = 1, m do
   if is_marker(owner) and prune_holders(lock, holders, now_us) == 0 then
     clear_holders(lock, holders)
     owner = nil
+  end
+  if owner == '*permits' then
+    return {-2, i}
   end
   local queued = redis.call('EXISTS', KEYS[5 * i - 1]) == 1 and
                  #fair_head(KEYS[5 * i - 1], KEYS[5 * i], now_us) > 0

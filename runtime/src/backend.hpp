@@ -89,7 +89,7 @@ struct GrantReply {
   /// `ttl`, for an earlier grant).
   Millis valid_for{0};
   /// Backend::acquire_together: kAcquired, every key's token, in the order of the keys
-  /// (`token` is the first); kBusy, the index of a key that was busy.
+  /// (`token` is the first); kBusy or kRefused, the index of a key that was busy or refused.
   std::vector<std::uint64_t> tokens;
   std::size_t busy_index = 0;
 };

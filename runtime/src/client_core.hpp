@@ -78,6 +78,8 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
     std::vector<std::shared_ptr<LeaseState>> parts;
     std::optional<std::size_t> busy_key;
     Millis holder_ttl{0};
+    std::optional<std::size_t> refused_key;  ///< a key held as another kind of lock
+    std::string refusal;
   };
   /// One atomic try for every key (Backend::acquire_together), where the engine can.
   Together take_together(const std::shared_ptr<Backend>& engine, const std::vector<Key>& keys,

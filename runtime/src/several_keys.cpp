@@ -102,6 +102,12 @@ Lease ClientCore::take_all(const std::vector<Key>& keys, const LockSettings& set
       bump(metrics_->multi_key_acquisitions);
       return join(std::move(together.parts), settings, name);
     }
+    if (together.refused_key) {
+      // A rule, as for one key: no wait and no key taken one by one would change it.
+      const Key& refused = keys[*together.refused_key];
+      return refuse_by_rule(*metrics_->for_name(name), name, refused,
+                            fmt::format("key '{}': {}", printable(refused.str()), together.refusal));
+    }
     if (together.busy_key && settings.wait <= Millis{0}) {
       // A try that does not wait ends here, with nothing taken: one by one, it would take
       // the keys before the busy one only to give them back.
@@ -154,7 +160,7 @@ ClientCore::Together ClientCore::take_together(const std::shared_ptr<Backend>& e
   const Millis lease = first_lease(settings);
   const auto sent = Clock::now();
   const auto give_up_at = later(sent, engine->config().command_timeout);
-  const GrantReply reply =
+  GrantReply reply =
       engine->acquire_together(sorted, GrantRequest{sorted.front(), owner, lease, name, give_up_at});
   if (reply.kind != GrantReply::Kind::kAcquired || reply.tokens.size() != sorted.size()) {
     // Applied unseen, perhaps: whatever it took is given back after it.
@@ -167,6 +173,9 @@ ClientCore::Together ClientCore::take_together(const std::shared_ptr<Backend>& e
     if (reply.kind == GrantReply::Kind::kBusy && reply.busy_index < order.size()) {
       none.busy_key = order[reply.busy_index];
       none.holder_ttl = reply.ttl;
+    } else if (reply.kind == GrantReply::Kind::kRefused && reply.busy_index < order.size()) {
+      none.refused_key = order[reply.busy_index];
+      none.refusal = std::move(reply.error);
     }
     return none;
   }

@@ -49,6 +49,12 @@ class LockKinds : public LockContract {
       return Lease::refused(AcquireStatus::kRefused, e.what());
     }
   }
+  // a's and b's shared holds of "doc"; b's is not asked where shared holds are not offered.
+  std::pair<Lease, Lease> two_readers(Client& a, Client& b, Millis lease) {
+    Lease one = first(a, "doc", shared(lease));
+    if (!unsupported_.empty()) return {std::move(one), Lease()};
+    return {std::move(one), b.acquire("doc", shared(lease))};
+  }
   std::string unsupported_;
 };
 
@@ -151,9 +157,8 @@ TEST_P(LockKinds, ExclusiveInsideSharedIsRefusedAtOnce) {
 
 TEST_P(LockKinds, SharedHoldsAreRenewedPastManyLeases) {
   Client a = make_client(), b = make_client(), c = make_client();
-  Lease one = first(a, "doc", shared(600ms));
+  auto [one, two] = two_readers(a, b, 600ms);
   DLOCK_SKIP_UNLESS_OFFERED();
-  Lease two = b.acquire("doc", shared(600ms));
   ASSERT_TRUE(one && two);
   std::this_thread::sleep_for(2400ms);
   EXPECT_FALSE(one.lost());
@@ -310,6 +315,20 @@ TEST_P(LockKinds, AKeyHeldAsALockIsRefusedToPermitsAndTheReverse) {
   Lease held = b.acquire("mixed", permits(2, 10s));
   ASSERT_TRUE(held);
   EXPECT_EQ(a.acquire("mixed", settings(10s, 2s)).status(), AcquireStatus::kRefused);
+}
+
+TEST_P(LockKinds, AKeyHeldAsASemaphoreRefusesALeaseOfSeveralKeys) {
+  Client a = make_client(), b = make_client();
+  Lease permit = first(a, "mixed", permits(2, 10s));
+  DLOCK_SKIP_UNLESS_OFFERED();
+  ASSERT_TRUE(permit);
+  for (const Millis wait : {0ms, 300ms}) {
+    Lease both = b.acquire(std::vector<Key>{"mixed", "plain"}, settings(10s, wait));
+    EXPECT_EQ(both.status(), AcquireStatus::kRefused) << both.error();
+    EXPECT_NE(both.error().find("mixed"), std::string::npos) << both.error();
+  }
+  EXPECT_TRUE(b.try_acquire("plain", settings(10s))) << "nothing is left of the refused leases";
+  EXPECT_EQ(b.metrics().acquire_busy, 0u);
 }
 
 TEST_P(LockKinds, APermitThatStopsRenewingComesBackWithinItsLease) {
@@ -485,9 +504,8 @@ TEST_P(LockKinds, ASemaphoreKeepsItsSizeWhileHeld) {
 // What dlockctl shows: every holder of a shared lock or a semaphore, and the waiters.
 TEST_P(LockKinds, InspectShowsEveryHolderAndTheFairQueue) {
   Client a = make_client(), b = make_client(), c = make_client();
-  Lease one = first(a, "doc", shared(10s));
+  auto [one, two] = two_readers(a, b, 10s);
   DLOCK_SKIP_UNLESS_OFFERED();
-  Lease two = b.acquire("doc", shared(10s));
   ASSERT_TRUE(one && two);
   const std::optional<LockInfo> doc = Admin(c).inspect("doc");
   ASSERT_TRUE(doc);
@@ -509,13 +527,17 @@ TEST_P(LockKinds, InspectShowsEveryHolderAndTheFairQueue) {
     EXPECT_GT(holder.ttl, 9s);
     EXPECT_LE(holder.ttl, 10s + 200ms);  // Redlock adds its clock drift allowance
   }
-  if (GetParam() == "zookeeper") {
+  if (GetParam() == "zookeeper" || GetParam() == "etcd") {
     // Its queue: a writer waiting behind the two readers.
     std::thread writer([&] { EXPECT_TRUE(c.acquire("doc", settings(10s, 5s))); });
     ASSERT_TRUE(wait_until([&] { return c.metrics().contention >= 1; }, 2s, 1ms));
     const std::optional<LockInfo> waited = Admin(a).inspect("doc");
     ASSERT_TRUE(waited);
     EXPECT_EQ(waited->holders.size(), 2u);
+    const std::vector<LockInfo> listed = Admin(a).list("doc");
+    ASSERT_EQ(listed.size(), 1u);
+    EXPECT_EQ(listed[0].mode, "shared");
+    EXPECT_EQ(listed[0].holders.size(), 2u);
     ASSERT_EQ(waited->queue.size(), 1u);
     EXPECT_EQ(waited->queue[0].mode, "exclusive");
     one.release();
@@ -543,6 +565,23 @@ TEST_P(LockKinds, InspectShowsEveryHolderAndTheFairQueue) {
   EXPECT_GT(ticket->queue[0].ttl, 0ms);
   writer.release();
   waiter.join();
+}
+
+// dlockctl force-release of a key held shared frees it of every reader.
+TEST_P(LockKinds, AForcedReleaseOfASharedLockRemovesEveryHolder) {
+  Client a = make_client(), b = make_client(), c = make_client();
+  auto [one, two] = two_readers(a, b, 10s);
+  DLOCK_SKIP_UNLESS_OFFERED();
+  ASSERT_TRUE(one && two);
+  const std::optional<LockInfo> removed = Admin(c).force_release("doc", "stuck readers");
+  ASSERT_TRUE(removed);
+  EXPECT_EQ(removed->mode, "shared");
+  EXPECT_NE(removed->owner, "*shared") << "the audit names a holder";
+  if (GetParam() != "redlock") {  // Redlock's token is the highest of the instances'
+    EXPECT_TRUE(removed->token == one.token() || removed->token == two.token()) << removed->token;
+  }
+  Lease writer = c.try_acquire("doc", settings(10s));
+  EXPECT_TRUE(writer) << writer.error();
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, LockKinds, ::testing::ValuesIn(topologies()),

@@ -164,6 +164,33 @@ TEST_F(Redlock, ASemaphoreNeedsAQuorumThatGrowsWithItsPermits) {
   EXPECT_TRUE(client.try_acquire("lock", settings(5s)));
 }
 
+// A key held as another kind of lock on fewer instances than could stop a quorum (a stale
+// semaphore left on one instance) makes a lock busy, not refused: it waits, and gets it.
+TEST_F(Redlock, AnotherKindOnAMinorityOfInstancesIsBusyNotRefused) {
+  Config c0 = topology_config(Topology::kSingle, endpoints_of({group.endpoints()[0]}));
+  Config c1 = topology_config(Topology::kSingle, endpoints_of({group.endpoints()[1]}));
+  c0.service = c1.service = unique_service();
+  Client on0(c0), on1(c1), client(config(3));
+  LockSettings two = settings(10s);
+  two.permits = 2;
+  Lease stale = on0.acquire("k", two);
+  ASSERT_TRUE(stale) << stale.error();
+  Lease held = on1.acquire("k", settings(10s));
+  ASSERT_TRUE(held) << held.error();
+  std::thread later([&] {
+    std::this_thread::sleep_for(300ms);
+    (void)held.release();
+  });
+  Lease lease = client.acquire("k", settings(5s, 3s));
+  later.join();
+  EXPECT_TRUE(lease) << lease.error();
+  // On two of three instances no quorum can grant it: refused at once.
+  Lease other = on1.acquire("j", two);
+  Lease semaphores = on0.acquire("j", two);
+  ASSERT_TRUE(other && semaphores);
+  EXPECT_EQ(client.acquire("j", settings(5s, 3s)).status(), AcquireStatus::kRefused);
+}
+
 TEST_F(Redlock, AnInstanceRestartedEmptyGetsSharedHoldsBackAsShared) {
   Client a(config(3)), b(config(3));
   LockSettings shared = settings(900ms);

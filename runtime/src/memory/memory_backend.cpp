@@ -76,6 +76,13 @@ class MemoryStore {
     for (std::size_t i = 0; i < keys.size(); ++i) {
       Entry* entry = live(keys[i].str(), now);
       if (entry == nullptr || holder_of(*entry, request.owner) != nullptr) continue;
+      if (!entry->holders.empty() && entry->kind == LockKind::kPermit) {
+        // As acquire() answers for that key: a semaphore is not a lock, and waiting won't help.
+        reply.kind = GrantReply::Kind::kRefused;
+        reply.error = fmt::format("the key is held as a semaphore of {} permits", entry->permits);
+        reply.busy_index = i;
+        return reply;
+      }
       const bool fair_waiters = std::any_of(entry->queue.begin(), entry->queue.end(),
                                             [](const Waiter& w) { return w.fair; });
       if (fair_waiters || !grantable(*entry, request.owner, LockKind::kExclusive, 0, false)) {

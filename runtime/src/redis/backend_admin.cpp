@@ -323,6 +323,16 @@ bool removed_of(const Reply& reply, const std::string& user_key, std::optional<L
   info.key = user_key;
   info.ttl = Millis{pttl};
   read_fields(kLockFields, raw, 2, info);
+  // A lock held shared or as a semaphore: its holders, and the first of them named.
+  for (std::size_t i = 2; i + 1 < raw.size(); i += 2) {
+    const std::string_view field = raw[i].text();
+    if (field.substr(0, 2) == "h:") info.holders.push_back(holder_of(field.substr(2), raw[i + 1].text()));
+  }
+  if (info.owner == "*shared" || info.owner == "*permits") {
+    info.mode = info.owner == "*shared" ? "shared" : "permits";
+    describe_by_first_holder(info);
+    info.ttl = Millis{pttl};
+  }
   removed = std::move(info);
   return true;
 }

@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "background_job.hpp"
 #include "log.hpp"
@@ -220,6 +221,15 @@ class ClusterBackend final : public RoutedBackend {
     return found;
   }
 
+  // What a call gets when no node serves `slot` by its deadline, after `earlier`.
+  Reply no_node_for(int slot, const Reply& earlier) {
+    Reply none = Reply::failed(Reply::Status::kNotSent,
+                               fmt::format("no node of backend '{}' serves slot {}: {}",
+                                           config_.name, slot, last_refresh_error()));
+    none.follow(earlier);
+    return none;
+  }
+
   // Runs `call` on the master of `slot`, following MOVED and ASK, and retrying TRYAGAIN,
   // CLUSTERDOWN and unreachable nodes with back-off until `deadline`. Every script is
   // idempotent for one owner, so running it again is safe.
@@ -232,13 +242,7 @@ class ClusterBackend final : public RoutedBackend {
     Reply earlier = Reply::failed(Reply::Status::kNotSent, {});  // what the last attempt got
     for (;;) {
       if (!target) {
-        if (Clock::now() >= deadline) {
-          Reply none = Reply::failed(Reply::Status::kNotSent,
-                                     fmt::format("no node of backend '{}' serves slot {}: {}",
-                                                 config_.name, slot, last_refresh_error()));
-          none.follow(earlier);
-          return none;
-        }
+        if (Clock::now() >= deadline) return no_node_for(slot, earlier);
         pause_until(deadline, backoff);
         refresh(deadline, std::nullopt);
         target = master_of(slot, deadline);
@@ -247,7 +251,7 @@ class ClusterBackend final : public RoutedBackend {
       const Endpoint here = *target;
       Reply reply = run_on(here, call, asking);
       reply.follow(earlier);
-      asking = false;
+      const bool asked = std::exchange(asking, false);
       if (reply.status() == Reply::Status::kTimeout) return reply;  // may have been applied
       const ServerError error = reply.ok() ? reply.server_error() : ServerError::kNone;
       const bool unreachable = !reply.ok();
@@ -271,8 +275,9 @@ class ClusterBackend final : public RoutedBackend {
           }
           break;
         }
-        case ServerError::kTryAgain:
-          pause_until(deadline, backoff);  // the slot is migrating: ask the same node again
+        case ServerError::kTryAgain:  // migrating, keys split: that node again, as asked
+          pause_until(deadline, backoff);
+          asking = asked;
           break;
         default:  // CLUSTERDOWN, READONLY, LOADING, unreachable: the map may be stale
           pause_until(deadline, backoff);

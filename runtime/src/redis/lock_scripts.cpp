@@ -71,6 +71,9 @@ GrantReply together_grant_of(const Reply& reply, std::size_t count) {
       out.tokens.push_back(static_cast<std::uint64_t>(*token));
     }
     out.token = out.tokens.front();
+  } else if (out.kind == GrantReply::Kind::kRefused) {
+    const std::optional<long long> i = raw[1].integer();  // {-2, i}
+    out.busy_index = static_cast<std::size_t>(std::max<long long>(1, i.value_or(1)) - 1);
   } else if (out.kind == GrantReply::Kind::kBusy) {
     // {0, i, ttl, last}: grant_of read i as the ttl.
     const std::optional<long long> ttl = raw[2].integer(), last = raw[3].integer();

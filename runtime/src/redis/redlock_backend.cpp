@@ -237,8 +237,9 @@ class RedlockBackend final : public Backend {
   GrantReply refusal(const GrantTally& tally, Clock::duration elapsed, std::size_t needed) const {
     GrantReply out;
     out.outcome_unknown = tally.outcome_unknown;
-    if (tally.refused > 0) {
-      // The key is in use as another kind of lock: waiting would not help, as on one server.
+    if (tally.refused > quorum_->size() - needed) {
+      // In use as another kind of lock on so many instances that no quorum can grant it:
+      // waiting would not help, as on one server. On fewer (a stale key), it is busy.
       out.kind = GrantReply::Kind::kRefused;
       out.error = tally.refusal;
     } else if (tally.answered < needed) {
