@@ -38,6 +38,16 @@ LockSettings permits(int n, Millis lease, Millis wait = 0ms) {
   return s;
 }
 
+// Joins a test's thread on every way out of the test: a failed ASSERT returns early, and a
+// joinable std::thread's destructor would end the whole program. The thread ends by itself
+// (its wait is bounded), once the test's leases are released.
+struct JoinOnExit {
+  std::thread& thread;
+  ~JoinOnExit() {
+    if (thread.joinable()) thread.join();
+  }
+};
+
 class LockKinds : public LockContract {
  protected:
   // Skips the test where the backend does not offer `s`'s kind.
@@ -265,7 +275,8 @@ TEST_P(LockKinds, AKilledFairWaiterStopsHoldingUpTheQueue) {
     // (TOPOLOGIES.md).
     EXPECT_LT(ms_since(started), GetParam() == "zookeeper" ? 7000 : 4000);
   });
-  ASSERT_TRUE(wait_until([&] { return b.metrics().contention >= 1; }, 2s, 1ms));
+  JoinOnExit join_behind{behind};
+  ASSERT_TRUE(wait_until([&] { return b.metrics().contention >= 1; }, 10s, 1ms));
   ::kill(child, SIGKILL);
   int status = 0;
   ::waitpid(child, &status, 0);
@@ -530,7 +541,8 @@ TEST_P(LockKinds, InspectShowsEveryHolderAndTheFairQueue) {
   if (GetParam() == "zookeeper" || GetParam() == "etcd") {
     // Its queue: a writer waiting behind the two readers.
     std::thread writer([&] { EXPECT_TRUE(c.acquire("doc", settings(10s, 5s))); });
-    ASSERT_TRUE(wait_until([&] { return c.metrics().contention >= 1; }, 2s, 1ms));
+    JoinOnExit join_writer{writer};
+    ASSERT_TRUE(wait_until([&] { return c.metrics().contention >= 1; }, 10s, 1ms));
     const std::optional<LockInfo> waited = Admin(a).inspect("doc");
     ASSERT_TRUE(waited);
     EXPECT_EQ(waited->holders.size(), 2u);
@@ -551,7 +563,8 @@ TEST_P(LockKinds, InspectShowsEveryHolderAndTheFairQueue) {
   if (!unsupported_.empty()) return;
   ASSERT_TRUE(permit && writer);
   std::thread waiter([&] { EXPECT_TRUE(b.acquire("ticket", fair(10s, 5s))); });
-  ASSERT_TRUE(wait_until([&] { return b.metrics().contention >= 1; }, 2s, 1ms));
+  JoinOnExit join_waiter{waiter};
+  ASSERT_TRUE(wait_until([&] { return b.metrics().contention >= 1; }, 10s, 1ms));
   const std::optional<LockInfo> exported = Admin(c).inspect("export");
   ASSERT_TRUE(exported);
   EXPECT_EQ(exported->mode, "permits");

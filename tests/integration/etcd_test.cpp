@@ -496,5 +496,74 @@ TEST_F(Etcd, MinHoldCountsFromTheGrantOnAReusedLeaseAndForAWaiter) {
          reused, waited);
 }
 
+LockSettings shared_of(Millis lease, Millis wait = 0ms) {
+  LockSettings s = settings(lease, wait);
+  s.mode = LockMode::kShared;
+  return s;
+}
+
+// A shared try applied by a slow member and sent again to the next one: the second attempt
+// finds the key the first one put, and the hold's token is that key's create revision.
+TEST_F(Etcd, ASharedTrySentAgainAfterItsFirstAttemptAppliedKeepsItsHold) {
+  Client p(config_with(cluster().endpoints()));  // through the proxies
+  {
+    Lease warm = p.acquire("warm", shared_of(3s));
+    ASSERT_TRUE(warm) << warm.error();
+  }
+  cluster().proxy(0).delay(300ms);
+  Lease held = p.try_acquire("doc", shared_of(3s));
+  cluster().proxy(0).pass();
+  ASSERT_TRUE(held) << held.error();
+  const auto keys = lock_keys(c.service);
+  ASSERT_EQ(keys.size(), 1u);
+  EXPECT_EQ(static_cast<std::uint64_t>(keys[0].create_revision), held.token());
+  EXPECT_EQ(keys[0].version, 1) << "put once";
+  const auto lost = lost_clock(held.view(), Clock::now());
+  std::this_thread::sleep_for(2500ms);
+  EXPECT_EQ(*lost, -1) << "lost after " << *lost << " ms";
+}
+
+// A forced release of a lock held shared removes the readers it found, not one granted after.
+TEST_F(Etcd, AForcedReleaseOfReadersSparesAReaderGrantedAfterIt) {
+  Lease first = a.acquire("doc", shared_of(10s));
+  ASSERT_TRUE(first);
+  Config pc = config_with(cluster().endpoints(), c.service);
+  pc.backends["default"].command_timeout = 5s;
+  Client slow(pc);
+  Admin admin(slow);
+  ASSERT_TRUE(admin.inspect("doc"));  // connected
+  cluster().proxy(0).delay(150ms);
+  std::thread forcer([&] { (void)admin.force_release("doc", "stuck reader"); });
+  ASSERT_TRUE(wait_until([&] { return lock_keys(c.service).empty(); }, 5s, 1ms));
+  Lease later = b.acquire("doc", shared_of(10s));
+  ASSERT_TRUE(later) << later.error();
+  forcer.join();
+  cluster().proxy(0).pass();
+  EXPECT_EQ(Admin(b).history(10).size(), 1u);
+  EXPECT_EQ(lock_keys(c.service).size(), 1u) << "the reader granted after it was removed too";
+  EXPECT_FALSE(wait_until([&] { return later.lost(); }, 2s, 5ms));
+}
+
+// A hold released before its min_hold ends keeps its key, named by its lease: the same
+// client's next hold of the key must not take that lease, and that name, again.
+TEST_F(Etcd, AHoldAfterAKeptOneOfTheSameClientIsNotLostWhenTheMinHoldEnds) {
+  for (const LockMode mode : {LockMode::kShared, LockMode::kExclusive}) {
+    const std::string key = mode == LockMode::kShared ? "doc" : "order";
+    LockSettings kept = settings(3s);
+    kept.mode = mode;
+    kept.min_hold = 1700ms;
+    Lease held = a.acquire(key, kept);
+    ASSERT_TRUE(held);
+    EXPECT_EQ(held.release(), ReleaseStatus::kKeptForMinHold);
+    LockSettings next_settings = settings(3s, 3s);
+    next_settings.mode = mode;
+    Lease next = a.acquire(key, next_settings);
+    ASSERT_TRUE(next) << next.error();
+    const auto lost = lost_clock(next.view(), Clock::now());
+    std::this_thread::sleep_for(2500ms);
+    EXPECT_EQ(*lost, -1) << to_string(mode) << ": the next hold lost after " << *lost << " ms";
+  }
+}
+
 }  // namespace
 }  // namespace dlock::test

@@ -126,10 +126,17 @@ pb::TxnRequest EtcdBackend::acquire_txn(const GrantRequest& request, const EtcdH
     *txn.add_success()->mutable_request_range() = queue_range(prefix, 0);
     *txn.add_failure()->mutable_request_range() = queue_range(prefix, 0);
   } else {
-    // Free for an exclusive hold: no key at all; for a shared one: no exclusive key.
+    // Free for an exclusive hold: no key; for a shared one: no exclusive key. Nor the owner's:
+    // a try sent again after its first attempt was applied unseen reads it (take_place).
     compare->set_key(prefix);
     compare->set_range_end(request.kind == LockKind::kShared ? writers_end(prefix)
                                                               : prefix_end(prefix));
+    auto* mine = txn.add_compare();
+    mine->set_key(hold.key);
+    mine->set_target(pb::Compare::CREATE);
+    mine->set_result(pb::Compare::EQUAL);
+    mine->set_create_revision(0);
+    *txn.add_failure()->mutable_request_range() = only(hold.key);
     *txn.add_failure()->mutable_request_range() = queue_range(prefix, 1);
   }
   return txn;
@@ -194,6 +201,10 @@ GrantReply EtcdBackend::take_place(Try& t) {
   std::int64_t token = 0;
   std::string before;
   std::int64_t before_token = 0;
+  if (!t.watch && !t.reply.succeeded()) {
+    const auto& own = t.reply.responses(0).response_range();
+    if (own.kvs_size() == 1) return granted(t, own.kvs(0).create_revision());
+  }
   if (t.watch || !t.reply.succeeded()) {
     const auto& listed = t.reply.responses(t.reply.responses_size() - 1).response_range();
     for (const auto& kv : listed.kvs()) {
@@ -414,7 +425,9 @@ ReleaseOutcome EtcdBackend::keep_until(std::string_view owner, const std::string
     return ReleaseOutcome::kGone;
   }
   if (hold) {
-    book_->let_go(*hold);
+    // The kept key still bears the name of the hold's lease: that lease goes, rather than to
+    // this process's next lock of the key, whose key would then be this one.
+    book_->revoke(hold->lease, hold->fresh_until);
     // On time while this process lives; with its lease (whole seconds) if it does not.
     if (hold->revision != 0) {
       book_->doom(key, hold->revision, later(Clock::now(), keep_for), kept.fresh_until);

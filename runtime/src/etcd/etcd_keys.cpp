@@ -14,6 +14,12 @@ std::string prefix_end(std::string prefix) {
   return std::string(1, '\0');  // every key
 }
 
+pb::RangeRequest only(const std::string& key) {
+  pb::RangeRequest range;
+  range.set_key(key);
+  return range;
+}
+
 pb::RangeRequest under(const std::string& prefix) {
   pb::RangeRequest range;
   range.set_key(prefix);

@@ -22,6 +22,9 @@ namespace dlock::internal {
 /// and shared ones start with 's', so [prefix, writers_end(prefix)) holds them alone.
 [[nodiscard]] inline std::string writers_end(const std::string& prefix) { return prefix + "g"; }
 
+/// The one key `key`.
+[[nodiscard]] pb::RangeRequest only(const std::string& key);
+
 /// Every key under `prefix`.
 [[nodiscard]] pb::RangeRequest under(const std::string& prefix);
 

@@ -54,12 +54,6 @@ class Fields {
   std::string_view rest_;
 };
 
-pb::RangeRequest only(const std::string& key) {
-  pb::RangeRequest range;
-  range.set_key(key);
-  return range;
-}
-
 // A condition of `txn`: `key`'s `target` equals what the caller sets on the answer.
 pb::Compare* equal(pb::TxnRequest& txn, const std::string& key, pb::Compare::CompareTarget target) {
   auto* compare = txn.add_compare();
@@ -253,8 +247,7 @@ LockInfo EtcdBackend::info_of(const pb::KeyValue& kv, Clock::time_point until) {
 
 std::vector<LockInfo> EtcdBackend::list(std::string_view pattern) {
   const auto until = deadline();
-  // A lock's keys come together, in key order; its holder is the one created first, and
-  // with it the shared ones before the first exclusive one.
+  // A lock's keys come together; its holders: the first created, or the shared ones first.
   std::vector<std::vector<pb::KeyValue>> locks;
   std::string lock;
   const grpc::Status status = scan(*channel_, locks_, until, [&](const pb::KeyValue& kv) {
@@ -288,8 +281,7 @@ std::vector<LockInfo> EtcdBackend::list(std::string_view pattern) {
   return out;
 }
 
-// The holders (the first key, or the shared keys before the first exclusive one) and the
-// queue behind them, each with the time its lease has left.
+// The holders (the first key, or the shared ones before an exclusive one) and the queue.
 std::optional<LockInfo> EtcdBackend::inspect(const Key& key) {
   const auto until = deadline();
   const std::string prefix = prefix_of(key);
@@ -325,13 +317,22 @@ std::optional<LockInfo> EtcdBackend::inspect(const Key& key) {
 // A lock held shared has several holders: each goes (and is audited) in turn, until the
 // first key left is an exclusive one or none, within one command timeout.
 std::optional<LockInfo> EtcdBackend::force_release(const Key& key, const AuditEntry& who) {
-  bool shared = false;
-  std::optional<LockInfo> first = force_release_first(key, who, shared);
+  // Only the readers there when it began: one granted meanwhile was created after them.
   const auto until = deadline();
   const std::string prefix = prefix_of(key);
+  pb::RangeResponse seen;
+  const grpc::Status status = channel_->range(queue_range(prefix, 0), seen, until);
+  if (!status.ok()) throw unreachable(status);
+  std::int64_t last = 0;
+  for (const pb::KeyValue& kv : seen.kvs()) {
+    if (!is_shared_key(kv.key(), prefix)) break;
+    last = kv.create_revision();
+  }
+  bool shared = false;
+  std::optional<LockInfo> first = force_release_first(key, who, shared);
   while (shared && Clock::now() < until) {
     const auto next = holder_of(key, until);
-    if (!next || !is_shared_key(next->key(), prefix)) break;
+    if (!next || !is_shared_key(next->key(), prefix) || next->create_revision() > last) break;
     if (!force_release_first(key, who, shared)) break;
   }
   return first;
