@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -253,6 +254,9 @@ TEST_P(LockKinds, AWaiterThatGaveUpLeavesTheFairQueue) {
 // later than its lease; on ZooKeeper, its session's timeout): the queue moves on without it.
 TEST_P(LockKinds, AKilledFairWaiterStopsHoldingUpTheQueue) {
   if (GetParam() == "memory") GTEST_SKIP() << "one process's store: no other process can wait";
+  // gRPC does not work in a child forked after it started (its threads stay behind): the
+  // child's calls could wait for ever.
+  if (GetParam() == "etcd") GTEST_SKIP() << "the waiter is a forked child, and etcd's client is gRPC";
   Client a = make_client(), b = make_client();
   Lease holder = first(a, "ticket", fair(10s));
   DLOCK_SKIP_UNLESS_OFFERED();
@@ -261,6 +265,7 @@ TEST_P(LockKinds, AKilledFairWaiterStopsHoldingUpTheQueue) {
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlives the test
     Client waiter(config);
     Lease lease = waiter.acquire("ticket", fair(1s, 30s));
     ::_exit(lease ? 3 : 4);  // not reached before the kill, unless the queue is broken
