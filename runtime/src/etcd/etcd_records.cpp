@@ -270,10 +270,9 @@ std::vector<LockInfo> EtcdBackend::list(std::string_view pattern) {
     const std::string prefix = keys.front().key().substr(0, keys.front().key().rfind('/') + 1);
     if (is_shared_key(keys.front().key(), prefix)) {
       info.mode = "shared";
-      for (const pb::KeyValue& kv : keys) {
-        if (!is_shared_key(kv.key(), prefix)) break;
-        const LockInfo one = info_of(kv, until);
-        info.holders.push_back(holder_described_by(one));
+      info.holders.push_back(holder_described_by(info));
+      for (std::size_t i = 1; i < keys.size() && is_shared_key(keys[i].key(), prefix); ++i) {
+        info.holders.push_back(holder_described_by(info_of(keys[i], until)));
       }
     }
     out.push_back(std::move(info));
@@ -281,37 +280,34 @@ std::vector<LockInfo> EtcdBackend::list(std::string_view pattern) {
   return out;
 }
 
-// The holders (the first key, or the shared ones before an exclusive one) and the queue.
+// The holders (the first key, or the shared ones before an exclusive one) and the queue. A
+// key whose lease has just run out is passed over: the next one holds the lock.
 std::optional<LockInfo> EtcdBackend::inspect(const Key& key) {
   const auto until = deadline();
   const std::string prefix = prefix_of(key);
-  while (Clock::now() < until) {
-    pb::RangeRequest range = queue_range(prefix, 0);
-    range.set_keys_only(false);
-    pb::RangeResponse reply;
-    const grpc::Status status = channel_->range(range, reply, until);
-    if (!status.ok()) throw unreachable(status);
-    if (reply.kvs().empty()) return std::nullopt;
-    const auto mode_of = [&](const pb::KeyValue& kv) {
-      return std::string(is_shared_key(kv.key(), prefix) ? "shared" : "exclusive");
-    };
-    LockInfo info = info_of(reply.kvs(0), until);
-    if (info.ttl == Millis{0}) continue;  // gone meanwhile: the next one holds it
-    info.mode = mode_of(reply.kvs(0));
-    for (const pb::KeyValue& kv : reply.kvs()) {
-      const LockInfo one = info_of(kv, until);
-      if (one.ttl == Millis{0}) continue;
-      // Held: the first key, and after a shared one every shared one up to the first waiter.
-      if (info.queue.empty() &&
-          (info.holders.empty() || (info.mode == "shared" && mode_of(kv) == "shared"))) {
-        info.holders.push_back(holder_described_by(one));
-      } else {
-        info.queue.push_back(WaiterInfo{one.owner, mode_of(kv), true, one.ttl});
-      }
+  pb::RangeRequest range = queue_range(prefix, 0);
+  range.set_keys_only(false);
+  pb::RangeResponse reply;
+  const grpc::Status status = channel_->range(range, reply, until);
+  if (!status.ok()) throw unreachable(status);
+  const auto mode_of = [&](const pb::KeyValue& kv) {
+    return std::string(is_shared_key(kv.key(), prefix) ? "shared" : "exclusive");
+  };
+  std::optional<LockInfo> info;
+  for (const pb::KeyValue& kv : reply.kvs()) {
+    LockInfo one = info_of(kv, until);
+    if (one.ttl == Millis{0}) continue;
+    if (!info) {
+      info = std::move(one);  // the first holder describes the lock
+      info->mode = mode_of(kv);
+      info->holders.push_back(holder_described_by(*info));
+    } else if (info->queue.empty() && info->mode == "shared" && mode_of(kv) == "shared") {
+      info->holders.push_back(holder_described_by(one));  // after a shared first key
+    } else {
+      info->queue.push_back(WaiterInfo{one.owner, mode_of(kv), true, one.ttl});
     }
-    return info;
   }
-  return std::nullopt;
+  return info;
 }
 
 // A lock held shared has several holders: each goes (and is audited) in turn, until the

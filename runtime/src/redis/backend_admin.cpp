@@ -285,14 +285,14 @@ Reply scan_keys_sorted(Connection& conn, const std::string& match, std::vector<s
   return reply;
 }
 
-Reply read_lock(Connection& conn, const std::string& lock_key, const std::string& user_key,
-                std::optional<LockInfo>& out, bool asking) {
-  Reply reply = read_record(conn, lock_key, user_key, kLockFields, out, asking);
-  if (!out) return reply;
-  LockInfo& info = *out;
-  const ReplyView hash(reply);
+namespace {
+
+// What the lock hash's fields, from `hash[from]` on, say beyond kLockFields: the holders of a
+// lock held shared or as a semaphore (and which were released, kept for min_hold), its
+// permits, and the waiters of its hand-off queue.
+void describe_hash(const ReplyView& hash, std::size_t from, LockInfo& info) {
   std::vector<std::string_view> released;
-  for (std::size_t i = 0; i + 1 < hash.size(); i += 2) {
+  for (std::size_t i = from; i + 1 < hash.size(); i += 2) {
     const std::string_view field = hash[i].text();
     const std::string_view value = hash[i + 1].text();
     if (field == "permits") info.permits = static_cast<int>(to_ll(value));
@@ -307,6 +307,16 @@ Reply read_lock(Connection& conn, const std::string& lock_key, const std::string
           std::find(released.begin(), released.end(), holder.owner) != released.end();
     }
   }
+}
+
+}  // namespace
+
+Reply read_lock(Connection& conn, const std::string& lock_key, const std::string& user_key,
+                std::optional<LockInfo>& out, bool asking) {
+  Reply reply = read_record(conn, lock_key, user_key, kLockFields, out, asking);
+  if (!out) return reply;
+  LockInfo& info = *out;
+  describe_hash(ReplyView(reply), 0, info);
   Reply extra = read_holders_and_queue(conn, lock_key, info, asking);
   return answered(extra) ? std::move(reply) : std::move(extra);
 }
@@ -323,13 +333,8 @@ bool removed_of(const Reply& reply, const std::string& user_key, std::optional<L
   info.key = user_key;
   info.ttl = Millis{pttl};
   read_fields(kLockFields, raw, 2, info);
-  // A lock held shared or as a semaphore: its holders, and the first of them named.
-  for (std::size_t i = 2; i + 1 < raw.size(); i += 2) {
-    const std::string_view field = raw[i].text();
-    if (field.substr(0, 2) == "h:") info.holders.push_back(holder_of(field.substr(2), raw[i + 1].text()));
-  }
-  if (info.owner == "*shared" || info.owner == "*permits") {
-    info.mode = info.owner == "*shared" ? "shared" : "permits";
+  describe_hash(raw, 2, info);
+  if (info.mode != "exclusive") {  // named by its first holder
     describe_by_first_holder(info);
     info.ttl = Millis{pttl};
   }
