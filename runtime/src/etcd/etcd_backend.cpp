@@ -31,12 +31,6 @@ ReleaseOutcome deleted_outcome(const pb::TxnResponse& reply, bool maybe_applied)
   return deleted > 0 || maybe_applied ? ReleaseOutcome::kReleased : ReleaseOutcome::kGone;
 }
 
-pb::TxnRequest delete_of(const std::string& key) {
-  pb::TxnRequest txn;
-  txn.add_success()->mutable_request_delete_range()->set_key(key);
-  return txn;
-}
-
 }  // namespace
 
 EtcdBackend::EtcdBackend(const BackendConfig& config, const std::string& service)
@@ -74,9 +68,8 @@ std::optional<EtcdHold> EtcdBackend::new_hold(const GrantRequest& request,
   // A hold's key is named by its lease (one hold a lease at a time), so that a lock's keys
   // keep a few names: etcd keeps every name ever deleted under the prefix until a
   // compaction, and each acquire's compare over the prefix walks them.
-  const std::string_view mark = request.kind == LockKind::kShared ? "s" : "";
   const auto key = [&](std::int64_t lease) {
-    return fmt::format("{}{}{:016x}", prefix, mark, lease);
+    return hold_key(prefix, request.kind, request.permits, lease);
   };
   const std::int64_t ttl_s = seconds_for(request.lease);
   // Fresh enough that the lease need not be renewed before a third of it has passed.
@@ -97,16 +90,6 @@ std::optional<EtcdHold> EtcdBackend::new_hold(const GrantRequest& request,
                   sent + std::chrono::seconds(granted.ttl()), false, {}};
 }
 
-// One acquire call: what its rounds share.
-struct EtcdBackend::Try {
-  const GrantRequest& request;
-  EtcdWatch* watch;  // set when the caller waits: its key then stays in the queue
-  Clock::time_point until;
-  std::string prefix;
-  EtcdHold hold;
-  pb::TxnResponse reply;
-};
-
 // The acquiring transaction: a waiter queues up unless queued already, and lists the queue
 // either way; a try that does not wait puts its key only on a free lock (nothing under the
 // prefix), and else reads who is first.
@@ -121,16 +104,27 @@ pb::TxnRequest EtcdBackend::acquire_txn(const GrantRequest& request, const EtcdH
   put->set_key(hold.key);
   put->set_value(holder_value(request));
   put->set_lease(hold.lease);
-  if (waits) {
+  // A permit's try lists the queue too: whether fewer than its permits are before its key
+  // is no compare etcd offers.
+  if (waits || request.kind == LockKind::kPermit) {
     compare->set_key(hold.key);
     *txn.add_success()->mutable_request_range() = queue_range(prefix, 0);
     *txn.add_failure()->mutable_request_range() = queue_range(prefix, 0);
   } else {
-    // Free for an exclusive hold: no key; for a shared one: no exclusive key. Nor the owner's:
-    // a try sent again after its first attempt was applied unseen reads it (take_place).
+    // Free for an exclusive hold: no key; for a shared one: no exclusive key nor permit.
+    // Nor the owner's: a try sent again after its first attempt was applied unseen reads it
+    // (take_place).
     compare->set_key(prefix);
     compare->set_range_end(request.kind == LockKind::kShared ? writers_end(prefix)
                                                               : prefix_end(prefix));
+    if (request.kind == LockKind::kShared) {
+      auto* permits = txn.add_compare();
+      permits->set_key(prefix + "p");
+      permits->set_range_end(prefix + "q");
+      permits->set_target(pb::Compare::CREATE);
+      permits->set_result(pb::Compare::EQUAL);
+      permits->set_create_revision(0);
+    }
     auto* mine = txn.add_compare();
     mine->set_key(hold.key);
     mine->set_target(pb::Compare::CREATE);
@@ -190,46 +184,29 @@ GrantReply EtcdBackend::acquire(const GrantRequest& request) {
   return unavailable(fmt::format("the leases for {} kept expiring", printable(prefix)), false);
 }
 
-// What the transaction found: the owner's key holds the lock when no key it waits for was
-// created before it (an exclusive request waits for every key, a shared one for exclusive
-// ones); else a waiter keeps its place and watches the last such key, and a try that does
-// not wait has made no key.
+// What the transaction found. A waiter, or a permit, finds where its key stands in the
+// lock's keys (stand). A try of a lock is granted by the transaction, or by an earlier
+// attempt applied unseen (its key was there); else it made no key, and is refused when the
+// first key is a permit's.
 GrantReply EtcdBackend::take_place(Try& t) {
+  const auto& listed = t.reply.responses(t.reply.responses_size() - 1).response_range();
+  if (t.watch || t.request.kind == LockKind::kPermit) return stand(t, listed);
+  if (t.reply.succeeded()) return granted(t, t.reply.header().revision());
+  const auto& own = t.reply.responses(0).response_range();
+  if (own.kvs_size() == 1) return granted(t, own.kvs(0).create_revision());
+  // Nothing was made: the lease goes back for the next lock (or is revoked, in doubt).
+  book_->take(t.request.owner);
+  book_->let_go(t.hold);
   GrantReply reply;
-  const std::string& owner_key = t.hold.key;
-  const bool shared = t.request.kind == LockKind::kShared;
-  std::int64_t token = 0;
-  std::string before;
-  std::int64_t before_token = 0;
-  if (!t.watch && !t.reply.succeeded()) {
-    const auto& own = t.reply.responses(0).response_range();
-    if (own.kvs_size() == 1) return granted(t, own.kvs(0).create_revision());
+  reply.kind = GrantReply::Kind::kBusy;
+  if (listed.kvs_size() == 0) return reply;
+  reply.last_token = static_cast<std::uint64_t>(listed.kvs(0).create_revision());
+  const Queued first = kind_of_key(listed.kvs(0).key(), t.prefix);
+  if (first.permits != 0) {
+    reply.kind = GrantReply::Kind::kRefused;
+    reply.error = held_as(first);
   }
-  if (t.watch || !t.reply.succeeded()) {
-    const auto& listed = t.reply.responses(t.reply.responses_size() - 1).response_range();
-    for (const auto& kv : listed.kvs()) {
-      if (kv.key() == owner_key) {
-        token = kv.create_revision();
-        break;
-      }
-      if (shared && is_shared_key(kv.key(), t.prefix)) continue;
-      before = kv.key();
-      before_token = kv.create_revision();
-    }
-  } else {
-    token = t.reply.header().revision();  // created by this transaction
-  }
-  if (token != 0 && before.empty()) return granted(t, token);
-  if (!t.watch) {
-    // Nothing was made: the lease goes back for the next lock (or is revoked, in doubt).
-    book_->take(t.request.owner);
-    book_->let_go(t.hold);
-    reply.kind = GrantReply::Kind::kBusy;
-    reply.last_token = static_cast<std::uint64_t>(before_token);
-    return reply;
-  }
-  t.hold.revision = token;
-  return queued(t, before, before_token);
+  return reply;
 }
 
 GrantReply EtcdBackend::granted(Try& t, std::int64_t token) {
@@ -251,46 +228,6 @@ GrantReply EtcdBackend::granted(Try& t, std::int64_t token) {
   t.hold.delete_at = later(now, left);
   book_->note(t.request.owner, t.hold);
   return reply;
-}
-
-// The owner's key waits behind `before`: it keeps its place, its lease kept alive by this
-// process, and watches that key from the revision the queue was read at.
-GrantReply EtcdBackend::queued(Try& t, const std::string& before, std::int64_t before_token) {
-  if (!t.hold.waiting) t.hold.kept_at = Clock::now();
-  t.hold.waiting = true;
-  book_->note(t.request.owner, t.hold);
-  t.watch->queued(t.request.owner);
-  t.watch->arm(before, t.reply.header().revision());
-  GrantReply reply;
-  reply.kind = GrantReply::Kind::kBusy;
-  reply.last_token = static_cast<std::uint64_t>(before_token);
-  return reply;
-}
-
-// A queued waiter's place, read (one linearizable read-only transaction): its own key, and
-// the last key created before it. Nothing when its key is gone (then it queues again).
-std::optional<GrantReply> EtcdBackend::check_place(Try& t) {
-  pb::TxnRequest txn;
-  auto* own = txn.add_success()->mutable_request_range();
-  own->set_key(t.hold.key);
-  own->set_keys_only(true);
-  pb::RangeRequest before = queue_range(t.prefix, 1);
-  if (t.request.kind == LockKind::kShared) before.set_range_end(writers_end(t.prefix));
-  before.set_sort_order(pb::RangeRequest::DESCEND);
-  before.set_max_create_revision(t.hold.revision - 1);
-  *txn.add_success()->mutable_request_range() = before;
-  const grpc::Status status = channel_->txn(txn, t.reply, t.until);
-  if (!status.ok()) return unavailable(describe(status), false);
-  const auto& mine = t.reply.responses(0).response_range();
-  if (mine.kvs_size() != 1 || mine.kvs(0).create_revision() != t.hold.revision) {
-    t.hold.waiting = false;
-    t.hold.revision = 0;
-    book_->note(t.request.owner, t.hold);
-    return std::nullopt;
-  }
-  const auto& ahead = t.reply.responses(1).response_range();
-  if (ahead.kvs_size() == 0) return granted(t, t.hold.revision);
-  return queued(t, ahead.kvs(0).key(), ahead.kvs(0).create_revision());
 }
 
 void EtcdBackend::renew(std::vector<RenewItem>& items) {

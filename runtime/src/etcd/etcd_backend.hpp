@@ -53,11 +53,9 @@ class EtcdBackend final : public Backend, public RunStore, public AdminBackend {
     return std::make_unique<EtcdWatch>(book_, channel_);
   }
   [[nodiscard]] bool watch_is_free() const override { return true; }
-  /// Shared and exclusive holds; waiters are served in the order of their keys' create
-  /// revisions (fair, with or without `fair`). Not permits.
-  [[nodiscard]] bool supports(LockKind kind, bool /*fair*/) const override {
-    return kind != LockKind::kPermit;
-  }
+  /// Every kind (etcd_queue.cpp, standing_of); waiters are served in the order of their keys'
+  /// create revisions (fair, with or without `fair`).
+  [[nodiscard]] bool supports(LockKind /*kind*/, bool /*fair*/) const override { return true; }
   [[nodiscard]] const BackendConfig& config() const override { return config_; }
 
   std::vector<LockInfo> list(std::string_view pattern) override;
@@ -80,8 +78,17 @@ class EtcdBackend final : public Backend, public RunStore, public AdminBackend {
                                            const std::string& prefix, bool waits) const;
   GrantReply take_place(Try& t);
   GrantReply granted(Try& t, std::int64_t token);
-  GrantReply queued(Try& t, const std::string& before, std::int64_t before_token);
+  /// The owner's key waits: it keeps its place and watches `before` (or, with `range_end`,
+  /// the keys in [before, range_end)) for a deletion.
+  GrantReply queued(Try& t, const std::string& before, std::int64_t before_token,
+                    const std::string& range_end = {});
   std::optional<GrantReply> check_place(Try& t);
+  /// Where a permit's key stands in its lock's keys, `listed` in create order (standing_of):
+  /// granted, queued, or, for a try or a refused request, gone again.
+  GrantReply stand(Try& t, const pb::RangeResponse& listed);
+  /// Deletes the owner's key from the queue (its lease kept for another lock when that is
+  /// done), for a request that leaves without the lock.
+  void leave_queue(Try& t);
   std::optional<std::vector<std::int64_t>> created_at(const std::vector<std::string>& keys,
                                                       Clock::time_point until);
   GrantReply unavailable(std::string error, bool unknown) const;
@@ -92,9 +99,11 @@ class EtcdBackend final : public Backend, public RunStore, public AdminBackend {
   std::optional<pb::KeyValue> holder_of(const Key& key, Clock::time_point until);
   /// What admin calls say of a holder's key.
   LockInfo info_of(const pb::KeyValue& kv, Clock::time_point until);
-  /// Removes the lock's first holder (`shared`: a shared one), as force_release() does.
-  std::optional<LockInfo> force_release_first(const Key& key, const AuditEntry& who,
-                                              bool& shared);
+  /// Removes the lock's first holder, as force_release() does.
+  std::optional<LockInfo> force_release_first(const Key& key, const AuditEntry& who);
+  /// What admin calls say of the lock of `keys`, in create order under `prefix`.
+  std::optional<LockInfo> lock_of(const google::protobuf::RepeatedPtrField<pb::KeyValue>& keys,
+                                  const std::string& prefix, Clock::time_point until);
   [[nodiscard]] BackendUnavailable unreachable(const grpc::Status& status) const {
     return BackendUnavailable(fmt::format("backend {}: {}", config_.name, describe(status)));
   }
@@ -117,6 +126,16 @@ class EtcdBackend final : public Backend, public RunStore, public AdminBackend {
   std::shared_ptr<EtcdChannel> channel_;
   std::shared_ptr<EtcdBook> book_ = std::make_shared<EtcdBook>();
   std::thread keeper_;
+};
+
+// One acquire call: what its rounds share.
+struct EtcdBackend::Try {
+  const GrantRequest& request;
+  EtcdWatch* watch;  // set when the caller waits: its key then stays in the queue
+  Clock::time_point until;
+  std::string prefix;
+  EtcdHold hold;
+  pb::TxnResponse reply;
 };
 
 /// Throws ConfigError when the backend names no member, or a TLS file cannot be read.

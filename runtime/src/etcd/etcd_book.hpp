@@ -237,12 +237,14 @@ class EtcdWatch final : public ReleaseWatch {
     armed_on_.clear();  // fired: the next busy answer arms it again
     return Wake::kReleased;
   }
-  /// Watches `key` for its deletion after `revision`, unless already watching it.
-  void arm(const std::string& key, std::int64_t revision) {
-    if (armed_on_ == key) return;
+  /// Watches `key` (or every key in [key, range_end)) for a deletion after `revision`,
+  /// unless already watching it.
+  void arm(const std::string& key, std::int64_t revision, const std::string& range_end = {}) {
+    const std::string what = key + '\0' + range_end;
+    if (armed_on_ == what) return;
     if (call_) call_->cancel();
-    call_ = channel_->watch_delete(key, revision, signal_);
-    armed_on_ = key;
+    call_ = channel_->watch_delete(key, revision, signal_, range_end);
+    armed_on_ = what;
   }
   void queued(std::string_view owner) { owner_ = owner; }
   /// The lock was granted: the key is the holder's now.

@@ -120,7 +120,8 @@ class DeleteWatch final : public grpc::ClientBidiReactor<pb::WatchRequest, pb::W
   static std::shared_ptr<EtcdWatchCall> start(pb::Watch::Stub& stub,
                                               std::shared_ptr<grpc::Channel> channel,
                                               const std::string& key, std::int64_t revision,
-                                              std::shared_ptr<EtcdSignal> signal) {
+                                              std::shared_ptr<EtcdSignal> signal,
+                                              const std::string& range_end) {
     auto call = std::shared_ptr<DeleteWatch>(new DeleteWatch(std::move(signal)));
     call->channel_ = std::move(channel);
     auto control = std::make_shared<Control>();
@@ -129,6 +130,7 @@ class DeleteWatch final : public grpc::ClientBidiReactor<pb::WatchRequest, pb::W
     call->self_ = call;
     auto* create = call->request_.mutable_create_request();
     create->set_key(key);
+    if (!range_end.empty()) create->set_range_end(range_end);
     create->set_start_revision(revision + 1);
     create->add_filters(pb::WatchCreateRequest::NOPUT);
     require_leader(call->context_);
@@ -399,9 +401,10 @@ std::optional<std::vector<std::int64_t>> EtcdChannel::keep_alive(
 
 std::shared_ptr<EtcdWatchCall> EtcdChannel::watch_delete(const std::string& key,
                                                          std::int64_t revision,
-                                                         std::shared_ptr<EtcdSignal> signal) {
+                                                         std::shared_ptr<EtcdSignal> signal,
+                                                         const std::string& range_end) {
   const auto m = member(current_.load(std::memory_order_relaxed) % members_.size());
-  return DeleteWatch::start(*m->watch, m->channel, key, revision, std::move(signal));
+  return DeleteWatch::start(*m->watch, m->channel, key, revision, std::move(signal), range_end);
 }
 
 std::optional<std::int64_t> EtcdChannel::wall_clock_ms(Clock::time_point until,

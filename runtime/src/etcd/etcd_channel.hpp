@@ -93,10 +93,12 @@ class EtcdChannel {
   /// when the round did not complete by `until`.
   std::optional<std::vector<std::int64_t>> keep_alive(const std::vector<std::int64_t>& leases,
                                                       Clock::time_point until);
-  /// Fires `signal` when `key` is deleted after `revision` (or the watch stops, the member
-  /// going away or the revision compacted). Cancel it to stop.
+  /// Fires `signal` when `key` (or, with `range_end`, any key in [key, range_end)) is deleted
+  /// after `revision` (or the watch stops, the member going away or the revision compacted).
+  /// Cancel it to stop.
   std::shared_ptr<EtcdWatchCall> watch_delete(const std::string& key, std::int64_t revision,
-                                              std::shared_ptr<EtcdSignal> signal);
+                                              std::shared_ptr<EtcdSignal> signal,
+                                              const std::string& range_end = {});
   /// A member's clock, read from the Date of an HTTP answer (whole seconds: the middle of
   /// the second is given). Nothing, with `error` set, when no member answers by `until`.
   std::optional<std::int64_t> wall_clock_ms(Clock::time_point until, std::string& error);

@@ -1,5 +1,10 @@
 #include "etcd/etcd_keys.hpp"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+
 namespace dlock::internal {
 
 std::string prefix_end(std::string prefix) {
@@ -12,6 +17,34 @@ std::string prefix_end(std::string prefix) {
     prefix.pop_back();
   }
   return std::string(1, '\0');  // every key
+}
+
+std::string hold_key(const std::string& prefix, LockKind kind, int permits, std::int64_t lease) {
+  switch (kind) {
+    case LockKind::kShared: return fmt::format("{}s{:016x}", prefix, lease);
+    case LockKind::kPermit: return fmt::format("{}p{}-{:016x}", prefix, permits, lease);
+    case LockKind::kExclusive: break;
+  }
+  return fmt::format("{}{:016x}", prefix, lease);
+}
+
+Queued kind_of_key(std::string_view key, std::string_view prefix) {
+  const std::string_view name = key.substr(std::min(prefix.size(), key.size()));
+  if (name.starts_with('s')) return {LockKind::kShared, 0};
+  if (!name.starts_with('p')) return {LockKind::kExclusive, 0};
+  // A size no request asks (-1) for a name that does not read: another kind's, passed over.
+  Queued permit{LockKind::kPermit, -1};
+  const auto dash = std::min(name.find('-'), name.size());
+  int permits = 0;
+  const auto [end, ec] = std::from_chars(name.data() + 1, name.data() + dash, permits);
+  if (ec == std::errc() && end == name.data() + dash && permits > 0) permit.permits = permits;
+  return permit;
+}
+
+pb::TxnRequest delete_of(const std::string& key) {
+  pb::TxnRequest txn;
+  txn.add_success()->mutable_request_delete_range()->set_key(key);
+  return txn;
 }
 
 pb::RangeRequest only(const std::string& key) {

@@ -1,5 +1,5 @@
 // How the etcd engine names and reads the keys of a lock (etcd_backend.hpp has the tree):
-// the range of a prefix, a lock's queue in create order, and which keys are shared holds.
+// the range of a prefix, a lock's queue in create order, and what kind each key holds.
 #pragma once
 
 #include <cstdint>
@@ -7,11 +7,20 @@
 #include <string_view>
 
 #include "etcd/etcd_channel.hpp"
+#include "queue_standing.hpp"
 
 namespace dlock::internal {
 
 /// The end of the range of keys that start with `prefix` (etcd's range_end).
 [[nodiscard]] std::string prefix_end(std::string prefix);
+
+/// The name of a hold's key under its lock's `prefix`, by its lease: hex digits for an
+/// exclusive hold, "s<hex>" for a shared one, "p<permits>-<hex>" for a permit.
+[[nodiscard]] std::string hold_key(const std::string& prefix, LockKind kind, int permits,
+                                   std::int64_t lease);
+
+/// What a lock's key under its `prefix` asks for (hold_key).
+[[nodiscard]] Queued kind_of_key(std::string_view key, std::string_view prefix);
 
 /// Whether a lock's key under its `prefix` is a shared hold's ("s<lease>").
 [[nodiscard]] inline bool is_shared_key(std::string_view key, std::string_view prefix) {
@@ -19,8 +28,12 @@ namespace dlock::internal {
 }
 
 /// The end of the range of a lock's exclusive keys: theirs are hex digits after `prefix`,
-/// and shared ones start with 's', so [prefix, writers_end(prefix)) holds them alone.
+/// and shared ones and permits start with 's' and 'p', so [prefix, writers_end(prefix))
+/// holds them alone.
 [[nodiscard]] inline std::string writers_end(const std::string& prefix) { return prefix + "g"; }
+
+/// A transaction that deletes `key`.
+[[nodiscard]] pb::TxnRequest delete_of(const std::string& key);
 
 /// The one key `key`.
 [[nodiscard]] pb::RangeRequest only(const std::string& key);

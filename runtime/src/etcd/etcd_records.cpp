@@ -18,6 +18,7 @@
 #include <charconv>
 #include <functional>
 #include <limits>
+#include <set>
 
 #include "dlock/admin.hpp"
 #include "etcd/etcd_backend.hpp"
@@ -245,10 +246,37 @@ LockInfo EtcdBackend::info_of(const pb::KeyValue& kv, Clock::time_point until) {
   return info;
 }
 
+// The lock of `keys`, in create order: its holders (standing_of) and its queue. A key whose
+// lease has just run out is passed over: the next one holds the lock.
+std::optional<LockInfo> EtcdBackend::lock_of(const google::protobuf::RepeatedPtrField<pb::KeyValue>& keys,
+                                             const std::string& prefix, Clock::time_point until) {
+  std::vector<LockInfo> infos;
+  std::vector<Queued> kinds;
+  for (const pb::KeyValue& kv : keys) {
+    LockInfo one = info_of(kv, until);
+    if (one.ttl == Millis{0}) continue;
+    infos.push_back(std::move(one));
+    kinds.push_back(kind_of_key(kv.key(), prefix));
+  }
+  if (infos.empty()) return std::nullopt;
+  LockInfo info = infos.front();  // the first holder describes the lock
+  info.mode = to_string(kinds.front().kind);
+  info.permits = std::max(0, kinds.front().permits);
+  for (std::size_t i = 0; i < infos.size(); ++i) {
+    const Standing standing = standing_of(kinds, i);
+    if (standing.is == Standing::Is::kHolder) {
+      info.holders.push_back(holder_described_by(infos[i]));
+    } else if (standing.is == Standing::Is::kWaiter) {
+      info.queue.push_back(WaiterInfo{infos[i].owner, to_string(kinds[i].kind), true, infos[i].ttl});
+    }  // refused, about to go
+  }
+  return info;
+}
+
 std::vector<LockInfo> EtcdBackend::list(std::string_view pattern) {
   const auto until = deadline();
-  // A lock's keys come together; its holders: the first created, or the shared ones first.
-  std::vector<std::vector<pb::KeyValue>> locks;
+  // A lock's keys come together.
+  std::vector<google::protobuf::RepeatedPtrField<pb::KeyValue>> locks;
   std::string lock;
   const grpc::Status status = scan(*channel_, locks_, until, [&](const pb::KeyValue& kv) {
     const std::string_view dir = std::string_view(kv.key()).substr(0, kv.key().rfind('/') + 1);
@@ -256,7 +284,7 @@ std::vector<LockInfo> EtcdBackend::list(std::string_view pattern) {
       lock = std::string(dir);
       locks.emplace_back();
     }
-    locks.back().push_back(kv);
+    *locks.back().Add() = kv;
   });
   if (!status.ok()) throw unreachable(status);
   std::vector<LockInfo> out;
@@ -264,24 +292,13 @@ std::vector<LockInfo> EtcdBackend::list(std::string_view pattern) {
     std::sort(keys.begin(), keys.end(), [](const pb::KeyValue& a, const pb::KeyValue& b) {
       return a.create_revision() < b.create_revision();
     });
-    if (!glob_match(pattern, lock_in(keys.front()).key)) continue;
-    LockInfo info = info_of(keys.front(), until);
-    if (info.ttl == Millis{0}) continue;  // released meanwhile
-    const std::string prefix = keys.front().key().substr(0, keys.front().key().rfind('/') + 1);
-    if (is_shared_key(keys.front().key(), prefix)) {
-      info.mode = "shared";
-      info.holders.push_back(holder_described_by(info));
-      for (std::size_t i = 1; i < keys.size() && is_shared_key(keys[i].key(), prefix); ++i) {
-        info.holders.push_back(holder_described_by(info_of(keys[i], until)));
-      }
-    }
-    out.push_back(std::move(info));
+    if (!glob_match(pattern, lock_in(keys[0]).key)) continue;
+    const std::string prefix = keys[0].key().substr(0, keys[0].key().rfind('/') + 1);
+    if (auto info = lock_of(keys, prefix, until)) out.push_back(std::move(*info));
   }
   return out;
 }
 
-// The holders (the first key, or the shared ones before an exclusive one) and the queue. A
-// key whose lease has just run out is passed over: the next one holds the lock.
 std::optional<LockInfo> EtcdBackend::inspect(const Key& key) {
   const auto until = deadline();
   const std::string prefix = prefix_of(key);
@@ -290,52 +307,36 @@ std::optional<LockInfo> EtcdBackend::inspect(const Key& key) {
   pb::RangeResponse reply;
   const grpc::Status status = channel_->range(range, reply, until);
   if (!status.ok()) throw unreachable(status);
-  const auto mode_of = [&](const pb::KeyValue& kv) {
-    return std::string(is_shared_key(kv.key(), prefix) ? "shared" : "exclusive");
-  };
-  std::optional<LockInfo> info;
-  for (const pb::KeyValue& kv : reply.kvs()) {
-    LockInfo one = info_of(kv, until);
-    if (one.ttl == Millis{0}) continue;
-    if (!info) {
-      info = std::move(one);  // the first holder describes the lock
-      info->mode = mode_of(kv);
-      info->holders.push_back(holder_described_by(*info));
-    } else if (info->queue.empty() && info->mode == "shared" && mode_of(kv) == "shared") {
-      info->holders.push_back(holder_described_by(one));  // after a shared first key
-    } else {
-      info->queue.push_back(WaiterInfo{one.owner, mode_of(kv), true, one.ttl});
-    }
-  }
-  return info;
+  return lock_of(reply.kvs(), prefix, until);
 }
 
-// A lock held shared has several holders: each goes (and is audited) in turn, until the
-// first key left is an exclusive one or none, within one command timeout.
+// A lock held shared, or a semaphore, has several holders: each goes (and is audited) in
+// turn, within one command timeout.
 std::optional<LockInfo> EtcdBackend::force_release(const Key& key, const AuditEntry& who) {
-  // Only the readers there when it began: one granted meanwhile was created after them.
+  // Only the holders there when it began (by their create revisions): one granted meanwhile
+  // was created after them.
   const auto until = deadline();
   const std::string prefix = prefix_of(key);
   pb::RangeResponse seen;
   const grpc::Status status = channel_->range(queue_range(prefix, 0), seen, until);
   if (!status.ok()) throw unreachable(status);
-  std::int64_t last = 0;
-  for (const pb::KeyValue& kv : seen.kvs()) {
-    if (!is_shared_key(kv.key(), prefix)) break;
-    last = kv.create_revision();
+  std::vector<Queued> kinds;
+  for (const pb::KeyValue& kv : seen.kvs()) kinds.push_back(kind_of_key(kv.key(), prefix));
+  std::set<std::int64_t> holders;
+  for (std::size_t i = 0; i < kinds.size(); ++i) {
+    if (standing_of(kinds, i).is != Standing::Is::kHolder) continue;
+    holders.insert(seen.kvs(static_cast<int>(i)).create_revision());
   }
-  bool shared = false;
-  std::optional<LockInfo> first = force_release_first(key, who, shared);
-  while (shared && Clock::now() < until) {
+  std::optional<LockInfo> first = force_release_first(key, who);
+  while (first && first->mode != "exclusive" && Clock::now() < until) {
     const auto next = holder_of(key, until);
-    if (!next || !is_shared_key(next->key(), prefix) || next->create_revision() > last) break;
-    if (!force_release_first(key, who, shared)) break;
+    if (!next || !holders.contains(next->create_revision())) break;
+    if (!force_release_first(key, who)) break;
   }
   return first;
 }
 
-std::optional<LockInfo> EtcdBackend::force_release_first(const Key& key, const AuditEntry& who,
-                                                         bool& shared) {
+std::optional<LockInfo> EtcdBackend::force_release_first(const Key& key, const AuditEntry& who) {
   const std::string prefix = prefix_of(key);
   const auto until = deadline();
   // Read first: a clock that cannot be read leaves the lock alone.
@@ -344,8 +345,9 @@ std::optional<LockInfo> EtcdBackend::force_release_first(const Key& key, const A
     const auto holder = holder_of(key, until);
     if (!holder) return std::nullopt;
     LockInfo removed = info_of(*holder, until);
-    shared = is_shared_key(holder->key(), prefix);
-    if (shared) removed.mode = "shared";
+    const Queued kind = kind_of_key(holder->key(), prefix);
+    removed.mode = to_string(kind.kind);
+    removed.permits = std::max(0, kind.permits);
     // Only the key as read: one moved to another lease meanwhile (released before its
     // min_hold ends) may have left its old lease to another lock of its process.
     pb::TxnRequest txn;

@@ -54,12 +54,9 @@ class ZookeeperBackend final : public Backend, public RunStore, public AdminBack
     return std::make_unique<ZkWatch>(book_);
   }
   [[nodiscard]] bool watch_is_free() const override { return true; }
-  /// Shared and exclusive holds, the read/write lock recipe: a request's place in the key's
-  /// sequence decides, so waiters are served in the order their znodes were made (fair, with
-  /// or without `fair`). Not permits.
-  [[nodiscard]] bool supports(LockKind kind, bool /*fair*/) const override {
-    return kind != LockKind::kPermit;
-  }
+  /// Every kind (zk_names.hpp, standing_of): a request's place in the key's sequence decides,
+  /// so waiters are served in the order their znodes were made (fair, with or without `fair`).
+  [[nodiscard]] bool supports(LockKind /*kind*/, bool /*fair*/) const override { return true; }
   /// The session timeout the ensemble granted, or the one asked for before the first
   /// connection (acquire() then refuses a lease longer than the one granted after all).
   [[nodiscard]] Millis lease_limit() const override { return session_->timeout(); }

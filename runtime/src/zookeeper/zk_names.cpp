@@ -20,22 +20,47 @@ std::int64_t sequence_of(std::string_view name) {
   return value;
 }
 
-std::string_view owner_in(std::string_view name) {
-  static_assert(kLockPrefix.size() == kSharedPrefix.size());
-  const std::string_view prefix = name.substr(0, kLockPrefix.size());
-  if ((prefix != kLockPrefix && prefix != kSharedPrefix) || sequence_of(name) < 0 ||
-      name.size() < kLockPrefix.size() + kSequenceDigits + 2) {
-    return {};
+std::optional<LockName> lock_name_of(std::string_view name) {
+  // `<mark>-<owner>-<10 digits>`, the owner not empty.
+  const std::size_t dash = name.find('-');
+  if (dash == std::string_view::npos || sequence_of(name) < 0 ||
+      name.size() < dash + kSequenceDigits + 3 || name[name.size() - kSequenceDigits - 1] != '-') {
+    return std::nullopt;
   }
-  return name.substr(kLockPrefix.size(), name.size() - kLockPrefix.size() - kSequenceDigits - 1);
+  const std::string_view mark = name.substr(0, dash);
+  LockName parsed;
+  parsed.owner = name.substr(dash + 1, name.size() - dash - kSequenceDigits - 2);
+  if (mark == kLockPrefix.substr(0, 1)) return parsed;
+  if (mark == kSharedPrefix.substr(0, 1)) {
+    parsed.kind = LockKind::kShared;
+    return parsed;
+  }
+  if (mark.size() < 2 || mark.size() > 10 || mark[0] != kPermitMark) return std::nullopt;
+  const auto [end, ec] = std::from_chars(mark.data() + 1, mark.data() + mark.size(), parsed.permits);
+  if (ec != std::errc() || end != mark.data() + mark.size() || parsed.permits < 1) {
+    return std::nullopt;
+  }
+  parsed.kind = LockKind::kPermit;
+  return parsed;
 }
 
-std::size_t blocker_of(const std::vector<std::string>& queue, std::size_t place) {
-  if (!is_shared(queue[place])) return place == 0 ? place : place - 1;
-  for (std::size_t i = place; i-- > 0;) {
-    if (!is_shared(queue[i])) return i;
+std::string name_prefix(LockKind kind, int permits, std::string_view owner) {
+  switch (kind) {
+    case LockKind::kShared: return fmt::format("{}{}-", kSharedPrefix, owner);
+    case LockKind::kPermit: return fmt::format("{}{}-{}-", kPermitMark, permits, owner);
+    case LockKind::kExclusive: break;
   }
-  return place;
+  return fmt::format("{}{}-", kLockPrefix, owner);
+}
+
+std::vector<Queued> kinds_in(const std::vector<std::string>& queue) {
+  std::vector<Queued> kinds;
+  kinds.reserve(queue.size());
+  for (const std::string& name : queue) {
+    const auto parsed = lock_name_of(name);
+    kinds.push_back(parsed ? Queued{parsed->kind, parsed->permits} : Queued{});
+  }
+  return kinds;
 }
 
 std::vector<std::string> queue_of(std::vector<std::string> children) {

@@ -6,28 +6,51 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <optional>
 #include <vector>
+
+#include "backend.hpp"
+#include "queue_standing.hpp"
 
 namespace dlock::internal::zk {
 
 inline constexpr std::size_t kSequenceDigits = 10;  // ZooKeeper's suffix of a sequential znode
 inline constexpr std::string_view kLockPrefix = "l-";    ///< an exclusive hold or request
 inline constexpr std::string_view kSharedPrefix = "s-";  ///< a shared one
+inline constexpr char kPermitMark = 'p';  ///< "p<permits>-": a permit of that many
 inline constexpr std::string_view kAuditPrefix = "a-";
 
 /// The sequence number ZooKeeper appended to a sequential znode's name; -1 when none.
 [[nodiscard]] std::int64_t sequence_of(std::string_view name);
-/// The owner in a lock znode's name `l-<owner>-<sequence>` (exclusive) or
-/// `s-<owner>-<sequence>` (shared); empty when it is not one.
-[[nodiscard]] std::string_view owner_in(std::string_view name);
+
+/// What a lock znode's name `<mark>-<owner>-<sequence>` says: its mark is `l` (exclusive),
+/// `s` (shared) or `p<permits>` (a permit of a semaphore of that many).
+struct LockName {
+  LockKind kind = LockKind::kExclusive;
+  int permits = 0;  ///< 0 unless a permit
+  std::string_view owner;
+};
+/// Nothing when `name` is not a lock znode's.
+[[nodiscard]] std::optional<LockName> lock_name_of(std::string_view name);
+/// The start of the names of an owner's lock znodes of one kind: `<mark>-<owner>-`.
+[[nodiscard]] std::string name_prefix(LockKind kind, int permits, std::string_view owner);
+/// The owner in a lock znode's name; empty when it is not one.
+[[nodiscard]] inline std::string_view owner_in(std::string_view name) {
+  const auto parsed = lock_name_of(name);
+  return parsed ? parsed->owner : std::string_view{};
+}
 /// Whether a lock znode's name is a shared hold's or request's.
 [[nodiscard]] inline bool is_shared(std::string_view name) {
   return name.substr(0, kSharedPrefix.size()) == kSharedPrefix;
 }
-/// In `queue` (queue_of), the place of the znode that the one at `place` waits for: the one
-/// just before it for an exclusive request, the last exclusive one before it for a shared
-/// request. `place` itself when it waits for none: it holds the lock.
-[[nodiscard]] std::size_t blocker_of(const std::vector<std::string>& queue, std::size_t place);
+/// The permits of a semaphore whose permit `name` is; 0 for a lock's znode.
+[[nodiscard]] inline int permits_in(std::string_view name) {
+  const auto parsed = lock_name_of(name);
+  return parsed ? parsed->permits : 0;
+}
+
+/// What each znode of `queue` asks for (each a lock znode's name).
+[[nodiscard]] std::vector<Queued> kinds_in(const std::vector<std::string>& queue);
 /// Lock znodes in queue order (their sequence numbers), others left out.
 [[nodiscard]] std::vector<std::string> queue_of(std::vector<std::string> children);
 /// Sequential znodes' names by sequence number, oldest first (newest first if `newest_first`).

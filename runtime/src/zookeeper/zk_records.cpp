@@ -77,12 +77,16 @@ std::optional<LockInfo> ZookeeperBackend::holder(const ZkHandle& handle, const s
   if (live.empty()) return std::nullopt;
   LockInfo info;
   info.key = std::move(key);
-  info.mode = is_shared(live.front()) ? "shared" : "exclusive";
+  const std::vector<Queued> kinds = kinds_in(live);
+  info.mode = to_string(kinds.front().kind);
+  info.permits = kinds.front().permits;
   for (std::size_t i = 0; i < live.size(); ++i) {
-    const std::string mode = is_shared(live[i]) ? "shared" : "exclusive";
-    if (blocker_of(live, i) != i) {
+    const Standing standing = standing_of(kinds, i);
+    if (standing.is == Standing::Is::kRefused) continue;  // refused, about to go
+    if (standing.is == Standing::Is::kWaiter) {
       // Waiters keep their places while their sessions live: served in order, no expiry.
-      info.queue.push_back(WaiterInfo{std::string(owner_in(live[i])), mode, true, Millis{-1}});
+      info.queue.push_back(
+          WaiterInfo{std::string(owner_in(live[i])), to_string(kinds[i].kind), true, Millis{-1}});
       continue;
     }
     const auto fields = fields_of(answers[i]->value);

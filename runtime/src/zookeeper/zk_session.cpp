@@ -7,6 +7,7 @@
 
 #include "log.hpp"
 #include "settler.hpp"
+#include "zookeeper/zk_names.hpp"
 
 namespace dlock::internal {
 
@@ -310,12 +311,23 @@ std::string hosts_of(const BackendConfig& config) {
 
 struct WatchData {
   std::shared_ptr<ZkSignal> signal;
+  std::vector<std::string> seen;  // a children watch's lock znodes when they were read
 };
 
 void on_watch_armed(int rc, const char*, int, const struct Stat*, const void* data) {
   std::unique_ptr<const WatchData> armed(static_cast<const WatchData*>(data));
   // No node (the one watched went first) or no answer: nothing will fire, so wake now.
   if (rc != ZOK) armed->signal->set();
+}
+
+void on_children_armed(int rc, const struct String_vector* children, const void* data) {
+  std::unique_ptr<const WatchData> armed(static_cast<const WatchData*>(data));
+  // A change between the caller's read and this one fires nothing: wake now for it too.
+  std::vector<std::string> now;
+  if (rc == ZOK && children != nullptr) {
+    for (std::int32_t i = 0; i < children->count; ++i) now.emplace_back(children->data[i]);
+  }
+  if (rc != ZOK || zk::queue_of(std::move(now)) != armed->seen) armed->signal->set();
 }
 
 }  // namespace
@@ -430,44 +442,58 @@ void ZkSession::fire_all_watches() {
   for (auto& signal : signals) signal->set();
 }
 
-void ZkSession::arm_watch(const ZkHandle& handle, const std::string& path,
-                          const std::shared_ptr<ZkSignal>& signal) {
-  std::uintptr_t id = 0;
+void ZkSession::on_fire(zhandle_t* zh, int type, int, const char*, void* context) {
+  auto* self = static_cast<ZkSession*>(const_cast<void*>(zoo_get_context(zh)));
+  if (self == nullptr) return;
+  const auto id = reinterpret_cast<std::uintptr_t>(context);
+  std::shared_ptr<ZkSignal> signal;
+  {
+    std::lock_guard lock(self->watches_mutex_);
+    const auto found = self->watches_.find(id);
+    if (found == self->watches_.end()) return;
+    signal = found->second.lock();
+    // A session event leaves the watch registered in the C client; a node event ends it.
+    if (type != ZOO_SESSION_EVENT || !signal) self->watches_.erase(found);
+  }
+  if (signal) signal->set();
+}
+
+std::uintptr_t ZkSession::register_watch(const std::shared_ptr<ZkSignal>& signal) {
+  std::lock_guard lock(watches_mutex_);
+  // Watches on znodes that live long outlast their waiters: drop those nobody waits on.
+  if (watches_.size() >= 1024) std::erase_if(watches_, [](auto& e) { return e.second.expired(); });
+  const std::uintptr_t id = next_watch_++;
+  watches_.emplace(id, signal);
+  return id;
+}
+
+bool ZkSession::armed(int rc, std::uintptr_t id, const std::shared_ptr<ZkSignal>& signal) {
+  if (rc == ZOK) return true;
   {
     std::lock_guard lock(watches_mutex_);
-    id = next_watch_++;
-    // Watches on znodes that live long outlast their waiters: drop those nobody waits on.
-    if (watches_.size() >= 1024) std::erase_if(watches_, [](auto& e) { return e.second.expired(); });
-    watches_.emplace(id, signal);
+    watches_.erase(id);
   }
-  auto armed = std::make_unique<WatchData>(WatchData{signal});
-  const int rc = zoo_awget(
-      handle.get(), path.c_str(),
-      [](zhandle_t* zh, int type, int, const char*, void* context) {
-        auto* self = static_cast<ZkSession*>(const_cast<void*>(zoo_get_context(zh)));
-        if (self == nullptr) return;
-        const auto id = reinterpret_cast<std::uintptr_t>(context);
-        std::shared_ptr<ZkSignal> signal;
-        {
-          std::lock_guard lock(self->watches_mutex_);
-          const auto found = self->watches_.find(id);
-          if (found == self->watches_.end()) return;
-          signal = found->second.lock();
-          // A session event leaves the watch registered in the C client; a node event ends it.
-          if (type != ZOO_SESSION_EVENT || !signal) self->watches_.erase(found);
-        }
-        if (signal) signal->set();
-      },
-      reinterpret_cast<void*>(id), on_watch_armed, armed.get());
-  if (rc == ZOK) {
-    armed.release();
-  } else {
-    {
-      std::lock_guard lock(watches_mutex_);
-      watches_.erase(id);
-    }
-    signal->set();
-  }
+  signal->set();
+  return false;
+}
+
+void ZkSession::arm_watch(const ZkHandle& handle, const std::string& path,
+                          const std::shared_ptr<ZkSignal>& signal) {
+  const std::uintptr_t id = register_watch(signal);
+  auto data = std::make_unique<WatchData>(WatchData{signal, {}});
+  const int rc = zoo_awget(handle.get(), path.c_str(), on_fire, reinterpret_cast<void*>(id),
+                           on_watch_armed, data.get());
+  if (armed(rc, id, signal)) data.release();
+}
+
+void ZkSession::arm_children_watch(const ZkHandle& handle, const std::string& dir,
+                                   std::vector<std::string> seen,
+                                   const std::shared_ptr<ZkSignal>& signal) {
+  const std::uintptr_t id = register_watch(signal);
+  auto data = std::make_unique<WatchData>(WatchData{signal, std::move(seen)});
+  const int rc = zoo_awget_children(handle.get(), dir.c_str(), on_fire,
+                                    reinterpret_cast<void*>(id), on_children_armed, data.get());
+  if (armed(rc, id, signal)) data.release();
 }
 
 }  // namespace dlock::internal

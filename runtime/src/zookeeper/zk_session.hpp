@@ -155,11 +155,21 @@ class ZkSession {
   /// or at once when `path` does not exist (or the request fails).
   void arm_watch(const ZkHandle& handle, const std::string& path,
                  const std::shared_ptr<ZkSignal>& signal);
+  /// Sets `signal` when a child of `dir` is made or deleted, when the connection's state
+  /// changes, or at once when its lock znodes (zk::queue_of) are no longer `seen`.
+  void arm_children_watch(const ZkHandle& handle, const std::string& dir,
+                          std::vector<std::string> seen, const std::shared_ptr<ZkSignal>& signal);
   /// The ensemble's addresses as the C client takes them.
   [[nodiscard]] const std::string& hosts() const { return hosts_; }
 
  private:
   static void on_session(zhandle_t* zh, int type, int state, const char* path, void* context);
+  /// A watch's callback: sets the signal registered under `context`.
+  static void on_fire(zhandle_t* zh, int type, int state, const char* path, void* context);
+  std::uintptr_t register_watch(const std::shared_ptr<ZkSignal>& signal);
+  /// Whether the client took the watch registered under `id` (`rc`); if not, forgets it and
+  /// sets its signal.
+  bool armed(int rc, std::uintptr_t id, const std::shared_ptr<ZkSignal>& signal);
   std::shared_ptr<ZkHandle> open_locked(std::string& error);
   void fire_all_watches();
 

@@ -94,8 +94,7 @@ GrantReply ZookeeperBackend::acquire(const GrantRequest& request) {
                        false);
   }
   Try t{request, std::move(handle), until, dir_of(request.key),
-        fmt::format("{}{}-", request.kind == LockKind::kShared ? kSharedPrefix : kLockPrefix,
-                    request.owner),
+        name_prefix(request.kind, request.permits, request.owner),
         book_->find(request.owner), false,
         {}, std::nullopt};
   if (t.mine && t.mine->generation != t.handle->generation()) t.mine.reset();  // gone with it
@@ -191,14 +190,15 @@ bool ZookeeperBackend::adopt(Try& t, const std::string& own) {
 }
 
 // The owner's znode is at `place` in the queue. It holds the lock when it waits for no znode
-// before it (blocker_of: an exclusive request waits for every znode before it, a shared one
-// for the exclusive ones); else a waiter keeps its place and watches the znode it waits for,
-// and a try that does not wait leaves.
+// before it (standing_of); else a waiter keeps its place and watches what it waits for (the
+// znode it waits for; for a permit, the key's znodes, any of which may free one), and a try
+// that does not wait, or a request for another kind than the key is held as, leaves.
 GrantReply ZookeeperBackend::place_taken(Try& t, std::size_t place) {
   auto* watch = t.request.waiting ? dynamic_cast<ZkWatch*>(t.request.watch) : nullptr;
   GrantReply reply;
-  const std::size_t blocker = blocker_of(t.queue, place);
-  if (blocker == place) {
+  const std::vector<Queued> kinds = kinds_in(t.queue);
+  const Standing standing = standing_of(kinds, place);
+  if (standing.is == Standing::Is::kHolder) {
     if (watch) watch->settled();
     // Deleted by this process if its lease runs out unrenewed.
     book_->note(t.request.owner, *t.mine, later(Clock::now(), t.request.lease));
@@ -207,16 +207,29 @@ GrantReply ZookeeperBackend::place_taken(Try& t, std::size_t place) {
     return reply;
   }
   reply.kind = GrantReply::Kind::kBusy;
-  if (!watch) {
+  if (standing.is == Standing::Is::kRefused) {
+    reply.kind = GrantReply::Kind::kRefused;
+    reply.error = held_as(kinds.front());
+  }
+  if (!watch || reply.kind == GrantReply::Kind::kRefused) {
     // Sent now, the delete is applied before anything this process sends next (the reaper
     // tries again if it fails).
+    if (watch) watch->settled();
     book_->take(t.request.owner);
     remove_now(*t.handle, *t.mine);
     return reply;
   }
   watch->queued(t.request.owner, *t.mine);
   book_->note(t.request.owner, *t.mine);  // deleted when the watch goes, not by time
-  const std::string before = t.dir + "/" + t.queue[blocker];
+  if (t.request.kind == LockKind::kPermit) {
+    // Herded: every permit waiter of the key wakes at each change of its znodes.
+    if (watch->armed_on() != t.dir) {
+      watch->armed(t.dir);
+      session_->arm_children_watch(*t.handle, t.dir, t.queue, watch->signal());
+    }
+    return reply;
+  }
+  const std::string before = t.dir + "/" + t.queue[standing.blocker];
   if (watch->armed_on() != before) {
     watch->armed(before);
     session_->arm_watch(*t.handle, before, watch->signal());

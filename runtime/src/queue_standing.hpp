@@ -1,0 +1,40 @@
+// Where a request stands in a lock's queue, for engines that keep one entry per hold or
+// request in arrival order (a ZooKeeper key's sequential znodes, an etcd lock's keys by
+// create revision): the read/write lock recipe, and a semaphore's.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "backend.hpp"
+
+namespace dlock::internal {
+
+/// What one entry of a queue asks for.
+struct Queued {
+  LockKind kind = LockKind::kExclusive;
+  int permits = 0;  ///< kPermit: the semaphore's size; 0 otherwise
+};
+
+/// Where the entry at `place` of a queue stands.
+struct Standing {
+  enum class Is {
+    kHolder,   ///< it waits for no entry before it
+    kWaiter,   ///< it waits for `blocker`, or, a permit, for any of the entries before it
+    kRefused,  ///< the first entry is of another kind of lock (a semaphore against a lock,
+               ///< or of another size): the key is held so, and the request is refused
+  };
+  Is is = Is::kHolder;
+  std::size_t blocker = 0;  ///< for a waiter: the entry it waits for (`place` for a permit)
+};
+
+/// An exclusive request waits for the entry of its kind just before it, a shared one for the
+/// last exclusive one before it, and a permit of N holds while fewer than N permits of its
+/// semaphore are before it. Entries of the other kind (refused, about to go) are passed over.
+[[nodiscard]] Standing standing_of(const std::vector<Queued>& queue, std::size_t place);
+
+/// Why a request is refused when the first entry of its queue is `first`.
+[[nodiscard]] std::string held_as(const Queued& first);
+
+}  // namespace dlock::internal
