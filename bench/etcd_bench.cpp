@@ -6,6 +6,7 @@
 //   BM_EtcdCycle         acquire + the lease's destructor through the public API (topology:
 //                        etcd): a guard's path; etcd's release is waited for there too
 //   BM_EtcdWaitedCycle   acquire + release()
+//   BM_EtcdPermitCycle   the cycle of a permit of a semaphore of 3
 //   BM_RawFloor          the floor: a Txn that puts a key unless it exists (on a lease granted
 //                        once), then a DeleteRange of it, each waited for, over the gRPC stubs
 //   BM_RawDlockRequests  dlock's own two requests over the stubs: its acquire's Txn (the lock's
@@ -176,6 +177,19 @@ void BM_EtcdCycle(benchmark::State& state) {
   });
 }
 
+// The cycle of a permit of a semaphore of 3: its try puts its key and lists the lock's keys.
+void BM_EtcdPermitCycle(benchmark::State& state) {
+  dlock::Client& client = cycle_client();
+  dlock::LockSettings settings = lock_settings(0ms);
+  settings.permits = 3;
+  timed(state, "BM_EtcdPermitCycle", [&]() -> std::string {
+    dlock::Lease lease = client.acquire("permits", settings);
+    if (!lease) return "not acquired: " + lease.error();
+    benchmark::DoNotOptimize(lease.token());
+    return {};
+  });
+}
+
 void BM_EtcdWaitedCycle(benchmark::State& state) {
   dlock::Client& client = cycle_client();
   const dlock::LockSettings settings = lock_settings(0ms);
@@ -236,6 +250,7 @@ void BM_Range(benchmark::State& state) {
 // for the cluster, and by its CPU time a 0.5 s run would last far longer.
 BENCHMARK(BM_EtcdCycle)->UseRealTime();
 BENCHMARK(BM_EtcdWaitedCycle)->UseRealTime();
+BENCHMARK(BM_EtcdPermitCycle)->UseRealTime();
 BENCHMARK(BM_RawFloor)->UseRealTime();
 BENCHMARK(BM_RawDlockRequests)->UseRealTime();
 BENCHMARK(BM_Range)->UseRealTime();
@@ -291,6 +306,13 @@ void print_cycle_summary() {
                waited.median / floor.median);
     line += fmt::format(" waited_median_us={:.1f} waited_p99_us={:.1f} waited_ratio={:.2f}",
                         waited.median, waited.p99, waited.median / floor.median);
+  }
+  if (of.count("BM_EtcdPermitCycle")) {
+    const Spread permit = of["BM_EtcdPermitCycle"];
+    fmt::print("; a permit's cycle median {:.0f} us, {:.2f}× the exclusive one", permit.median,
+               permit.median / guard.median);
+    line += fmt::format(" permit_median_us={:.1f} permit_ratio={:.2f}", permit.median,
+                        permit.median / guard.median);
   }
   if (of.count("BM_RawDlockRequests")) {
     const Spread raw = of["BM_RawDlockRequests"];

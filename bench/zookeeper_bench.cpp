@@ -6,6 +6,7 @@
 //   BM_ZookeeperCycle     acquire + the lease's destructor through the public API (topology:
 //                         zookeeper): a guard's path, whose release is sent and not waited for
 //   BM_ZookeeperWaitedCycle  acquire + release(), which waits for the delete's answer
+//   BM_ZookeeperPermitCycle  the cycle of a permit of a semaphore of 3
 //   BM_RawFloor           the floor: an ephemeral sequential znode created under a parent, then
 //                         deleted, each call waited for (zoo_create, zoo_delete of the C client)
 //   BM_RawFloorDeleteUnwaited  the same with the delete sent and not waited for: a guard's shape
@@ -255,6 +256,23 @@ void BM_ZookeeperCycle(benchmark::State& state) {
   }
 }
 
+// The cycle of a permit of a semaphore of 3 (its znode's name and place read the same way).
+void BM_ZookeeperPermitCycle(benchmark::State& state) {
+  dlock::Client& client = cycle_client();
+  dlock::LockSettings settings = lease_settings(0ms);
+  settings.permits = 3;
+  auto& out = samples_of("BM_ZookeeperPermitCycle");
+  for (auto _ : state) {
+    const auto start = Clock::now();
+    {
+      dlock::Lease lease = client.acquire("bench-permits", settings);
+      if (!lease) state.SkipWithError(("not acquired: " + lease.error()).c_str());
+      benchmark::DoNotOptimize(lease.token());
+    }
+    out.push_back(since_us(start));
+  }
+}
+
 void BM_ZookeeperWaitedCycle(benchmark::State& state) {
   dlock::Client& client = cycle_client();
   const dlock::LockSettings settings = lease_settings(0ms);
@@ -338,6 +356,7 @@ void BM_Exists(benchmark::State& state) {
 // for the ensemble, and by their CPU time a 0.5 s run would last minutes.
 BENCHMARK(BM_ZookeeperCycle)->UseRealTime();
 BENCHMARK(BM_ZookeeperWaitedCycle)->UseRealTime();
+BENCHMARK(BM_ZookeeperPermitCycle)->UseRealTime();
 BENCHMARK(BM_RawFloor)->UseRealTime();
 BENCHMARK(BM_RawFloorDeleteUnwaited)->UseRealTime();
 BENCHMARK(BM_RawDlockRequests)->UseRealTime();
@@ -396,6 +415,12 @@ void print_cycle_summary() {
                median(*waited) / floor_median);
     line += fmt::format(" waited_median_us={:.1f} waited_p99_us={:.1f} waited_ratio={:.2f}",
                         median(*waited), p99(*waited), median(*waited) / floor_median);
+  }
+  if (const auto* permit = find("BM_ZookeeperPermitCycle")) {
+    fmt::print("; a permit's cycle median {:.0f} us, {:.2f}× the exclusive one", median(*permit),
+               median(*permit) / median(*guard));
+    line += fmt::format(" permit_median_us={:.1f} permit_ratio={:.2f}", median(*permit),
+                        median(*permit) / median(*guard));
   }
   fmt::print("\n");
   const std::pair<const char*, const char*> others[] = {

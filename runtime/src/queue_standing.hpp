@@ -29,9 +29,11 @@ struct Standing {
   std::size_t blocker = 0;  ///< for a waiter: the entry it waits for (`place` for a permit)
 };
 
-/// An exclusive request waits for the entry of its kind just before it, a shared one for the
-/// last exclusive one before it, and a permit of N holds while fewer than N permits of its
-/// semaphore are before it. Entries of the other kind (refused, about to go) are passed over.
+/// An exclusive request waits for the entry just before it, a shared one for the last entry
+/// before it that is not shared, and a permit of N holds while the entries before it are
+/// fewer than N, all permits of its semaphore. An entry of another kind than the first is
+/// refused; one before a request that was not refused (it was refused, and is about to go)
+/// is waited for like any other.
 [[nodiscard]] Standing standing_of(const std::vector<Queued>& queue, std::size_t place);
 
 /// Why a request is refused when the first entry of its queue is `first`.

@@ -49,7 +49,9 @@ void EtcdBackend::leave_queue(Try& t) {
   if (t.watch) t.watch->settled();
   book_->take(t.request.owner);
   pb::TxnResponse reply;
-  const grpc::Status status = channel_->txn(delete_of(t.hold.key), reply, t.until);
+  // A budget of its own: the acquire's may be spent, and a key left behind would hold up
+  // the requests behind it until its lease is revoked.
+  const grpc::Status status = channel_->txn(delete_of(t.hold.key), reply, deadline());
   t.hold.waiting = false;
   if (status.ok()) {
     book_->let_go(t.hold);
@@ -74,21 +76,14 @@ GrantReply EtcdBackend::queued(Try& t, const std::string& before, std::int64_t b
 }
 
 // A queued waiter's place, read (one linearizable read-only transaction): its own key, and
-// the last key created before it that it waits for (a permit: every key). Nothing when its
-// key is gone (then it queues again).
+// the lock's keys, where it stands (stand: a key of another kind before it, refused and
+// about to go, is waited for too). Nothing when its key is gone (then it queues again).
 std::optional<GrantReply> EtcdBackend::check_place(Try& t) {
   pb::TxnRequest txn;
   auto* own = txn.add_success()->mutable_request_range();
   own->set_key(t.hold.key);
   own->set_keys_only(true);
-  const bool permit = t.request.kind == LockKind::kPermit;
-  pb::RangeRequest before = queue_range(t.prefix, permit ? 0 : 1);
-  if (!permit) {
-    if (t.request.kind == LockKind::kShared) before.set_range_end(writers_end(t.prefix));
-    before.set_sort_order(pb::RangeRequest::DESCEND);
-    before.set_max_create_revision(t.hold.revision - 1);
-  }
-  *txn.add_success()->mutable_request_range() = before;
+  *txn.add_success()->mutable_request_range() = queue_range(t.prefix, 0);
   const grpc::Status status = channel_->txn(txn, t.reply, t.until);
   if (!status.ok()) return unavailable(describe(status), false);
   const auto& mine = t.reply.responses(0).response_range();
@@ -98,10 +93,7 @@ std::optional<GrantReply> EtcdBackend::check_place(Try& t) {
     book_->note(t.request.owner, t.hold);
     return std::nullopt;
   }
-  const auto& ahead = t.reply.responses(1).response_range();
-  if (permit) return stand(t, ahead);
-  if (ahead.kvs_size() == 0) return granted(t, t.hold.revision);
-  return queued(t, ahead.kvs(0).key(), ahead.kvs(0).create_revision());
+  return stand(t, t.reply.responses(1).response_range());
 }
 
 }  // namespace dlock::internal
