@@ -7,10 +7,10 @@ namespace dlock::internal {
 // An entry of another kind than the request's never lets it by: it holds the key, or it was
 // refused and is about to go (its delete not yet applied), and passing over it would let
 // two kinds hold at once once the entries before it go.
-Standing standing_of(const std::vector<Queued>& queue, std::size_t place) {
+Standing standing_of(const std::vector<Queued>& queue, std::size_t place, bool admitted) {
   // A lock's entries and a semaphore's, or two semaphores' of other sizes, are of other kinds.
   const int mine = queue[place].permits;
-  if (queue.front().permits != mine) return {Standing::Is::kRefused, place};
+  if (queue.front().permits != mine && !admitted) return {Standing::Is::kRefused, place};
   if (mine > 0) {
     int before = 0;
     for (std::size_t i = 0; i < place; ++i) {

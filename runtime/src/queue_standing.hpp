@@ -31,10 +31,13 @@ struct Standing {
 
 /// An exclusive request waits for the entry just before it, a shared one for the last entry
 /// before it that is not shared, and a permit of N holds while the entries before it are
-/// fewer than N, all permits of its semaphore. An entry of another kind than the first is
-/// refused; one before a request that was not refused (it was refused, and is about to go)
-/// is waited for like any other.
-[[nodiscard]] Standing standing_of(const std::vector<Queued>& queue, std::size_t place);
+/// fewer than N, all permits of its semaphore. A request of another kind than the first
+/// entry is refused, unless `admitted` (it waits already: it was not refused when it came,
+/// so the first entry now is one that was refused since, about to go, or one that came
+/// after a refused one and holds; either way it waits). An entry of another kind before a
+/// request is waited for like any other.
+[[nodiscard]] Standing standing_of(const std::vector<Queued>& queue, std::size_t place,
+                                   bool admitted = false);
 
 /// Why a request is refused when the first entry of its queue is `first`.
 [[nodiscard]] std::string held_as(const Queued& first);

@@ -39,16 +39,6 @@ LockSettings permits(int n, Millis lease, Millis wait = 0ms) {
   return s;
 }
 
-// Joins a test's thread on every way out of the test: a failed ASSERT returns early, and a
-// joinable std::thread's destructor would end the whole program. The thread ends by itself
-// (its wait is bounded), once the test's leases are released.
-struct JoinOnExit {
-  std::thread& thread;
-  ~JoinOnExit() {
-    if (thread.joinable()) thread.join();
-  }
-};
-
 class LockKinds : public LockContract {
  protected:
   // Skips the test where the backend does not offer `s`'s kind.

@@ -24,9 +24,10 @@ LockSettings kind(LockMode mode, int permits, Millis wait) {
 
 class ForeignEntries : public LockContract {
  protected:
-  // Puts a permit entry of a semaphore of 2 (not a request of this test's clients) into the
-  // queue of the only lock of this test's service; removed again by the returned call.
-  std::function<void()> foreign_permit() {
+  // Puts an entry (a permit of a semaphore of 2, or a shared hold) that is no request of
+  // this test's clients into the queue of the only lock of this test's service; removed
+  // again by the returned call.
+  std::function<void()> foreign(bool permit = true) {
     const Config config = topo_->config();
     const BackendConfig& b = config.backends.at("default");
     const std::string service = MemoryTopo::service();
@@ -36,7 +37,8 @@ class ForeignEntries : public LockContract {
       for (const char ch : service) root += ch == '/' ? std::string("%2F") : std::string(1, ch);
       std::string dir;
       for (const std::string& name : zk->children(root + "/locks")) dir = root + "/locks/" + name;
-      const std::string path = zk->create(dir + "/p2-refused-", "", ZOO_EPHEMERAL_SEQUENTIAL);
+      const std::string path = zk->create(dir + (permit ? "/p2-refused-" : "/s-refused-"), "",
+                                          ZOO_EPHEMERAL_SEQUENTIAL);
       return [zk, path] { zk->remove(path); };
     }
     auto etcd = std::make_shared<EtcdClient>(fmt::format("127.0.0.1:{}", b.endpoints[0].port));
@@ -44,8 +46,8 @@ class ForeignEntries : public LockContract {
     for (const auto& kv : etcd->range("/dlock/" + service + "/locks/")) {
       prefix = kv.key.substr(0, kv.key.rfind('/') + 1);
     }
-    const std::string key = prefix + "p2-00000000deadbeef";
-    etcd->put(key, "a refused permit", etcd->grant(30));
+    const std::string key = prefix + (permit ? "p2-00000000deadbeef" : "s00000000deadbeef");
+    etcd->put(key, "a refused request", etcd->grant(30));
     return [etcd, key] { etcd->remove(key); };
   }
   static std::string connect_string(const BackendConfig& b) {
@@ -61,20 +63,41 @@ TEST_P(ForeignEntries, AReaderWaitsForAPermitEntryBehindTheReaderBeforeIt) {
   Client a = make_client(), b = make_client(), c = make_client();
   Lease reader = a.try_acquire("doc", kind(LockMode::kShared, 0, 0ms));
   ASSERT_TRUE(reader) << reader.error();
-  const auto remove = foreign_permit();
+  const auto remove = foreign();
   Lease second = b.acquire("doc", kind(LockMode::kShared, 0, 300ms));
-  EXPECT_FALSE(second) << "a reader passed over the permit entry";
+  EXPECT_EQ(second.status(), AcquireStatus::kBusy) << "a reader passed over the permit entry";
+  remove();
+  second = b.acquire("doc", kind(LockMode::kShared, 0, 3s));
+  EXPECT_TRUE(second) << "the entry is gone: " << second.error();
   reader.release();
   Lease permit = c.try_acquire("doc", kind(LockMode::kExclusive, 2, 0ms));
+  EXPECT_EQ(permit.status(), AcquireStatus::kRefused) << "held shared";
   EXPECT_FALSE(second && permit) << "a shared hold and a permit at once";
+}
+
+// A permit waiter that was queued behind permits outlasts an entry of another kind that
+// comes first when the permits before it go: it waits for it, it is not refused.
+TEST_P(ForeignEntries, AQueuedPermitIsNotRefusedByAnEntryThatComesFirst) {
+  Client a = make_client(), c = make_client();
+  Lease holder = a.try_acquire("doc", kind(LockMode::kExclusive, 1, 0ms));
+  ASSERT_TRUE(holder) << holder.error();
+  const auto remove = foreign(false);
+  Lease waited;
+  std::thread waiter([&] { waited = c.acquire("doc", kind(LockMode::kExclusive, 1, 8s)); });
+  JoinOnExit join_waiter{waiter};
+  ASSERT_TRUE(wait_until([&] { return c.metrics().contention >= 1; }, 5s, 1ms));
+  holder.release();  // the shared entry is first now
+  std::this_thread::sleep_for(500ms);
   remove();
+  waiter.join();
+  EXPECT_TRUE(waited) << waited.error();
 }
 
 TEST_P(ForeignEntries, AWriterAndAPermitNeverHoldTogether) {
   Client a = make_client(), x = make_client(), c = make_client();
   Lease holder = a.try_acquire("doc", kind(LockMode::kExclusive, 0, 0ms));
   ASSERT_TRUE(holder) << holder.error();
-  const auto remove = foreign_permit();
+  const auto remove = foreign();
   Lease writer;
   std::thread waiter([&] { writer = x.acquire("doc", kind(LockMode::kExclusive, 0, 8s)); });
   ASSERT_TRUE(wait_until([&] { return x.metrics().contention >= 1; }, 5s, 1ms));

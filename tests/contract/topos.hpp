@@ -198,6 +198,16 @@ class EtcdTopo : public Topo {
   }
 };
 
+// Joins a test's thread on every way out of the test: a failed ASSERT returns early, and a
+// joinable std::thread's destructor would end the whole program. The thread ends by itself
+// (its wait is bounded), once the test's leases are released.
+struct JoinOnExit {
+  std::thread& thread;
+  ~JoinOnExit() {
+    if (thread.joinable()) thread.join();
+  }
+};
+
 class LockContract : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {

@@ -94,6 +94,12 @@ TEST(ZkNames, AnEntryOfAnotherKindIsWaitedForNotPassedOver) {
   const std::vector<std::string> writer{znode(LockKind::kPermit, 2, "refused", 1),
                                         znode(LockKind::kExclusive, 0, "w", 2)};
   EXPECT_EQ(standing_of(kinds_in(writer), 1).is, Is::kRefused) << "the key's first entry decides";
+  // Unless the writer waits already: the entry came first since, and it keeps waiting.
+  EXPECT_EQ(standing_of(kinds_in(writer), 1, true).is, Is::kWaiter);
+  EXPECT_EQ(standing_of(kinds_in(writer), 1, true).blocker, 0u);
+  const std::vector<std::string> permit{znode(LockKind::kShared, 0, "refused", 1),
+                                        znode(LockKind::kPermit, 1, "p", 2)};
+  EXPECT_EQ(standing_of(kinds_in(permit), 1, true).is, Is::kWaiter);
 }
 
 }  // namespace

@@ -1,17 +1,20 @@
 // The etcd engine (`topology: etcd`), over etcd's v3 gRPC API. A lock is the key created
 // first under the lock's prefix (each contender puts a key named by its lease), its
-// fencing token that key's create revision; each waiter watches only the key created just
-// before its own; each hold has a lease of its own, kept alive by the watchdog, and goes with
-// it. It offers the lock, admin and scheduled-run seams.
+// fencing token that key's create revision; each waiter watches the key it waits for (a
+// permit, every key of the lock); each hold has a lease of its own, kept alive by the
+// watchdog, and goes with it. It offers the lock, admin and scheduled-run seams.
 //
 //   <root>/<service>/locks/<digest of key>/<lease>   value: the holder (lease ms, pid,
 //                                                    thread, host, name, key, owner); on
 //                                                    that lease, one hold a lease at a time
 //   <root>/<service>/locks/<digest of key>/s<lease>  the same for a shared hold: after the
 //                                                    exclusive keys (hex digits) in key order
+//   <root>/<service>/locks/<digest of key>/p<N>-<lease>  the same for a permit of N
 //
-// A shared request holds the lock when no exclusive key was created before its own, and
-// watches the last one that was; an exclusive request waits for every key before its own.
+// Where a request stands among the keys, in create order, is standing_of's rule
+// (queue_standing.hpp): a shared request holds the lock when only shared keys were created
+// before its own, an exclusive one when none was, a permit of N when fewer than N were, all
+// permits of N.
 //   <root>/<service>/runs/<digest of key>            a scheduled run's record, on a lease of
 //                                                    its keep
 //   <root>/<service>/audit/<revision>                forced releases, the last 1000 kept

@@ -215,9 +215,9 @@ class EtcdBook {
   }
 };
 
-/// A waiter's watch: woken when the key queued just before its own goes. While it waits its
-/// own key stays in the queue; when the watch goes without the lock, so does the key (its
-/// lease revoked).
+/// A waiter's watch: woken when the key it waits for goes (a permit's: any key of the lock).
+/// While it waits its own key stays in the queue; when the watch goes without the lock, so
+/// does the key (its lease revoked).
 class EtcdWatch final : public ReleaseWatch {
  public:
   EtcdWatch(std::shared_ptr<EtcdBook> book, std::shared_ptr<EtcdChannel> channel)

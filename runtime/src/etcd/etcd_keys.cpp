@@ -32,7 +32,7 @@ Queued kind_of_key(std::string_view key, std::string_view prefix) {
   const std::string_view name = key.substr(std::min(prefix.size(), key.size()));
   if (name.starts_with('s')) return {LockKind::kShared, 0};
   if (!name.starts_with('p')) return {LockKind::kExclusive, 0};
-  // A size no request asks (-1) for a name that does not read: another kind's, passed over.
+  // A size no request asks (-1) for a name that does not read: of another kind than any.
   Queued permit{LockKind::kPermit, -1};
   const auto dash = std::min(name.find('-'), name.size());
   int permits = 0;

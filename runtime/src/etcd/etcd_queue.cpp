@@ -21,7 +21,7 @@ GrantReply EtcdBackend::stand(Try& t, const pb::RangeResponse& listed) {
     return unavailable(fmt::format("{} was not among its lock's keys", printable(t.hold.key)),
                        true);
   }
-  const Standing standing = standing_of(kinds, *place);
+  const Standing standing = standing_of(kinds, *place, t.watch != nullptr && t.hold.waiting);
   const std::int64_t token = listed.kvs(static_cast<int>(*place)).create_revision();
   if (standing.is == Standing::Is::kHolder) return granted(t, token);
   const pb::KeyValue& first = listed.kvs(0);

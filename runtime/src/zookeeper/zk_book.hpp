@@ -188,6 +188,8 @@ class ZkWatch final : public ReleaseWatch {
     queued_ = held;
   }
   void settled() { queued_ = Held{}; }
+  /// The znode this waiter keeps as its place; empty when none.
+  [[nodiscard]] const std::string& place() const { return queued_.path; }
 
  private:
   std::shared_ptr<ZkBook> book_;

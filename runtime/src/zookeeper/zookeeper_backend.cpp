@@ -197,7 +197,8 @@ GrantReply ZookeeperBackend::place_taken(Try& t, std::size_t place) {
   auto* watch = t.request.waiting ? dynamic_cast<ZkWatch*>(t.request.watch) : nullptr;
   GrantReply reply;
   const std::vector<Queued> kinds = kinds_in(t.queue);
-  const Standing standing = standing_of(kinds, place);
+  const Standing standing =
+      standing_of(kinds, place, watch != nullptr && watch->place() == t.mine->path);
   if (standing.is == Standing::Is::kHolder) {
     if (watch) watch->settled();
     // Deleted by this process if its lease runs out unrenewed.
@@ -206,11 +207,9 @@ GrantReply ZookeeperBackend::place_taken(Try& t, std::size_t place) {
     reply.token = t.mine->czxid;
     return reply;
   }
-  reply.kind = GrantReply::Kind::kBusy;
-  if (standing.is == Standing::Is::kRefused) {
-    reply.kind = GrantReply::Kind::kRefused;
-    reply.error = held_as(kinds.front());
-  }
+  const bool refused = standing.is == Standing::Is::kRefused;
+  reply.kind = refused ? GrantReply::Kind::kRefused : GrantReply::Kind::kBusy;
+  if (refused) reply.error = held_as(kinds.front());
   if (!watch || reply.kind == GrantReply::Kind::kRefused) {
     // Sent now, the delete is applied before anything this process sends next (the reaper
     // tries again if it fails).
