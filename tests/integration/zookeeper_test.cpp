@@ -165,6 +165,15 @@ TEST_F(Zookeeper, AStalledFollowerDoesNotCostAHolderItsLock) {
     }
     ensemble().resume(i);
     ensemble().wait_serving();
+    // A resumed follower still says "follower" before the leader, which dropped it after
+    // syncLimit, has it back: stalling the other one before then leaves no quorum.
+    ASSERT_TRUE(wait_until(
+        [&] {
+          const auto mntr = zookeeper_four_letter_word(ensemble().client_port(leader), "mntr");
+          return mntr && mntr->find("zk_synced_followers\t2") != std::string::npos;
+        },
+        20s, 50ms))
+        << "follower " << i << " did not sync again; " << ensemble().modes();
   }
   std::printf("[ measured ] followers stalled in turn: the lease's validity fell to %lld ms of "
               "%lld at the least\n",
