@@ -241,14 +241,15 @@ dlock::Client& cycle_client() {
   return client;
 }
 
-void BM_ZookeeperCycle(benchmark::State& state) {
+// acquire() + the lease's destructor of `key`, each iteration timed into `name`'s samples.
+void time_cycles(benchmark::State& state, const char* name, const char* key,
+                 const dlock::LockSettings& settings) {
   dlock::Client& client = cycle_client();
-  const dlock::LockSettings settings = lease_settings(0ms);
-  auto& out = samples_of("BM_ZookeeperCycle");
+  auto& out = samples_of(name);
   for (auto _ : state) {
     const auto start = Clock::now();
     {
-      dlock::Lease lease = client.acquire("bench-key", settings);
+      dlock::Lease lease = client.acquire(key, settings);
       if (!lease) state.SkipWithError(("not acquired: " + lease.error()).c_str());
       benchmark::DoNotOptimize(lease.token());
     }
@@ -256,21 +257,15 @@ void BM_ZookeeperCycle(benchmark::State& state) {
   }
 }
 
+void BM_ZookeeperCycle(benchmark::State& state) {
+  time_cycles(state, "BM_ZookeeperCycle", "bench-key", lease_settings(0ms));
+}
+
 // The cycle of a permit of a semaphore of 3 (its znode's name and place read the same way).
 void BM_ZookeeperPermitCycle(benchmark::State& state) {
-  dlock::Client& client = cycle_client();
   dlock::LockSettings settings = lease_settings(0ms);
   settings.permits = 3;
-  auto& out = samples_of("BM_ZookeeperPermitCycle");
-  for (auto _ : state) {
-    const auto start = Clock::now();
-    {
-      dlock::Lease lease = client.acquire("bench-permits", settings);
-      if (!lease) state.SkipWithError(("not acquired: " + lease.error()).c_str());
-      benchmark::DoNotOptimize(lease.token());
-    }
-    out.push_back(since_us(start));
-  }
+  time_cycles(state, "BM_ZookeeperPermitCycle", "bench-permits", settings);
 }
 
 void BM_ZookeeperWaitedCycle(benchmark::State& state) {

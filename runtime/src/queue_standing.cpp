@@ -12,12 +12,12 @@ Standing standing_of(const std::vector<Queued>& queue, std::size_t place, bool a
   const int mine = queue[place].permits;
   if (queue.front().permits != mine && !admitted) return {Standing::Is::kRefused, place};
   if (mine > 0) {
-    int before = 0;
     for (std::size_t i = 0; i < place; ++i) {
       if (queue[i].permits != mine) return {Standing::Is::kWaiter, place};
-      ++before;
     }
-    return {before < mine ? Standing::Is::kHolder : Standing::Is::kWaiter, place};
+    // Every entry before it is a permit of its semaphore.
+    const bool free = place < static_cast<std::size_t>(mine);
+    return {free ? Standing::Is::kHolder : Standing::Is::kWaiter, place};
   }
   if (queue[place].kind == LockKind::kExclusive) {
     return place == 0 ? Standing{Standing::Is::kHolder, place}

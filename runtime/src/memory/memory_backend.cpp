@@ -8,6 +8,7 @@
 #include "log.hpp"
 #include "memory/lock_entry.hpp"
 #include "owner.hpp"
+#include "queue_standing.hpp"
 #include "release_signals.hpp"
 
 namespace dlock::internal {
@@ -22,6 +23,11 @@ using memory::keep_place;
 using memory::next_turns;
 using memory::prune;
 using memory::refresh_expiry;
+
+// What a held entry is, for the refusal's text.
+Queued queued_of(const Entry& entry) {
+  return {entry.kind, entry.kind == LockKind::kPermit ? entry.permits : 0};
+}
 
 // A key's holders and waiters, by the rules of DESIGN §7, on the steady clock of this
 // process: one exclusive holder, or shared holders, or up to `permits` permit holders; a
@@ -43,11 +49,7 @@ class MemoryStore {
         ((entry.kind == LockKind::kPermit) != (request.kind == LockKind::kPermit) || other_size)) {
       GrantReply refused;
       refused.kind = GrantReply::Kind::kRefused;
-      refused.error =
-          entry.kind == LockKind::kPermit
-              ? fmt::format("the key is held as a semaphore of {} permits", entry.permits)
-              : fmt::format("the key is held as a {} lock, not as a semaphore",
-                            to_string(entry.kind));
+      refused.error = held_as(queued_of(entry));
       drop_if_empty(request.key.str(), entry);
       return refused;
     }
@@ -79,7 +81,7 @@ class MemoryStore {
       if (!entry->holders.empty() && entry->kind == LockKind::kPermit) {
         // As acquire() answers for that key: a semaphore is not a lock, and waiting won't help.
         reply.kind = GrantReply::Kind::kRefused;
-        reply.error = fmt::format("the key is held as a semaphore of {} permits", entry->permits);
+        reply.error = held_as(queued_of(*entry));
         reply.busy_index = i;
         return reply;
       }

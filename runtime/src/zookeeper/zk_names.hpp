@@ -39,15 +39,6 @@ struct LockName {
   const auto parsed = lock_name_of(name);
   return parsed ? parsed->owner : std::string_view{};
 }
-/// Whether a lock znode's name is a shared hold's or request's.
-[[nodiscard]] inline bool is_shared(std::string_view name) {
-  return name.substr(0, kSharedPrefix.size()) == kSharedPrefix;
-}
-/// The permits of a semaphore whose permit `name` is; 0 for a lock's znode.
-[[nodiscard]] inline int permits_in(std::string_view name) {
-  const auto parsed = lock_name_of(name);
-  return parsed ? parsed->permits : 0;
-}
 
 /// What each znode of `queue` asks for (each a lock znode's name).
 [[nodiscard]] std::vector<Queued> kinds_in(const std::vector<std::string>& queue);
