@@ -2,11 +2,13 @@
 // one server (DLOCK_BENCH_PG_DSN, or one started here):
 //
 //   BM_PostgresCycle     acquire + release through the public API (topology: postgres)
+//   BM_PostgresPermitCycle  the same for a permit of a semaphore of 3 (the key's queue)
 //   BM_RawFloor          the floor: the smallest acquiring statement (an INSERT ... ON
 //                        CONFLICT DO UPDATE taking a free or expired row, RETURNING) and an
 //                        owner-checked DELETE, prepared, over raw libpq
 //   BM_RawDlockStatements  dlock's own acquire and release statements over raw libpq: what the
 //                        statements cost without the client library around them
+//   BM_RawQueueStatements  the same for the queue's statements of a permit (pg_queue_sql.hpp)
 //   BM_Ping              `SELECT 1`, prepared: one round trip
 //
 // The handoff (--handoff ROUNDS, run instead of the above): a holder releases while a second
@@ -137,6 +139,12 @@ void BM_PostgresCycle(benchmark::State& state) {
   dlock::bench::lock_release_cycles(state, config("bench-postgres"));
 }
 
+// The cycle of a permit of a semaphore of 3: the key's queue (an UPDATE of its jsonb entries
+// and the RETURNING of them) instead of the row's own holder.
+void BM_PostgresPermitCycle(benchmark::State& state) {
+  dlock::bench::lock_release_cycles(state, config("bench-postgres"), 3);
+}
+
 void BM_RawFloor(benchmark::State& state) {
   Raw& raw = floor_connection();
   for (auto _ : state) {
@@ -166,14 +174,36 @@ void BM_RawDlockStatements(benchmark::State& state) {
   }
 }
 
+// The queue's acquire and release statements (a permit of 3) over raw libpq: what the
+// permit's statements cost without the client library around them.
+void BM_RawQueueStatements(benchmark::State& state) {
+  dlock::Client(config("bench-raw")).acquire("warm", dlock::LockSettings{}).release();
+  static Raw raw;
+  static const bool ready = [] {
+    const dlock::internal::PgStatements statements("dlock_locks");
+    raw.prepare("queue_acquire", statements.sql(dlock::internal::PgStatement::kQueueAcquire));
+    raw.prepare("queue_release", statements.sql(dlock::internal::PgStatement::kQueueRelease));
+    return true;
+  }();
+  (void)ready;
+  for (auto _ : state) {
+    raw.run("queue_acquire", {"bench-raw", "7065726d6974", "raw:1", "30000", "0", "", "1", "1",
+                              "", "2", "3", "false"});
+    raw.run("queue_release",
+            {"bench-raw", "7065726d6974", "raw:1", "0", "dlock_locks", "bench-raw p"});
+  }
+}
+
 void BM_Ping(benchmark::State& state) {
   Raw& raw = floor_connection();
   for (auto _ : state) raw.run("ping", {});
 }
 
 BENCHMARK(BM_PostgresCycle);
+BENCHMARK(BM_PostgresPermitCycle);
 BENCHMARK(BM_RawFloor);
 BENCHMARK(BM_RawDlockStatements);
+BENCHMARK(BM_RawQueueStatements);
 BENCHMARK(BM_Ping);
 
 double median(std::vector<double> samples) {

@@ -13,40 +13,11 @@
 #include "dlock/admin.hpp"
 #include "dlock/dlock.hpp"
 #include "fixtures.hpp"
-#include "postgres_server.hpp"
+#include "postgres_fixture.hpp"
 #include "settler.hpp"
 
 namespace dlock::test {
 namespace {
-
-PostgresServer& server() {
-  static PostgresServer& s = *[] {
-    static PostgresServer started;
-    started.start();
-    return &started;
-  }();
-  return s;
-}
-
-Config config_for(const std::string& dsn, const std::string& table = "dlock_locks") {
-  Config c;
-  c.service = unique_service();
-  BackendConfig b;
-  b.name = "default";
-  b.topology = Topology::kPostgres;
-  b.dsn = dsn;
-  b.table = table;
-  b.connect_timeout = 500ms;
-  b.command_timeout = 500ms;
-  c.backends["default"] = b;
-  return c;
-}
-
-Config config() { return config_for(server().dsn()); }
-
-long long ms_since(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
-}
 
 TEST(Postgres, TheTablesAreCreatedInAFreshDatabaseAndInASchema) {
   server().create_database("fresh");

@@ -108,10 +108,22 @@ void PgListener::run() {
   }
 }
 
+// "<service> <key digest>" announces a release of that key to all its waiters; with
+// " <owner>" after it (owners have a ':', digests are hex), a turn of that owner alone
+// (a change of the key's queue, pg_queue_sql.hpp).
+void PgListener::announce(const std::string& payload) {
+  const auto last = payload.rfind(' ');
+  if (last != std::string::npos && payload.find(':', last) != std::string::npos) {
+    signals_.notify(payload.substr(0, last), "turn " + payload.substr(last + 1));
+    return;
+  }
+  signals_.notify(payload);
+}
+
 void PgListener::serve(PgConnection& conn) {
   std::string payload;
   // Notifications that came with the LISTEN's own answer are already read.
-  while (conn.next_notification(payload)) signals_.notify(payload);
+  while (conn.next_notification(payload)) announce(payload);
   for (;;) {
     pollfd fds[2] = {{conn.socket(), POLLIN, 0}, {wake_[0], POLLIN, 0}};
     const int ready = ::poll(fds, 2, static_cast<int>(kIdleCheck.count()));
@@ -126,7 +138,7 @@ void PgListener::serve(PgConnection& conn) {
     } else if (fds[0].revents != 0 && !conn.consume_input()) {
       return;
     }
-    while (conn.next_notification(payload)) signals_.notify(payload);
+    while (conn.next_notification(payload)) announce(payload);
     if (conn.broken()) return;
   }
 }

@@ -1,6 +1,8 @@
 // Release notifications from PostgreSQL: one connection per backend LISTENs on the lock
 // table's channel; every release and forced release of the table announces its key
-// (pg_notify), and the listener wakes the watches armed on it (release_signals.hpp).
+// (pg_notify), and the listener wakes the watches armed on it (release_signals.hpp); a
+// change of a key's queue announces the turn of the owners it may concern, and wakes only
+// theirs.
 //
 // The listener starts with the first watch, which waits for it to listen (until the first
 // attempt fails, at most connect_timeout + command_timeout), so that the waiter's next try
@@ -38,6 +40,8 @@ class PgListener {
   void run();
   /// Reads notifications until the connection breaks or the listener stops.
   void serve(PgConnection& conn);
+  /// Wakes the watches a notification's payload is for.
+  void announce(const std::string& payload);
   /// Sleeps up to `pause` unless the listener stops; false when it stops.
   bool pause_unless_stopped(Millis pause);
   void set_listening(bool listening);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "admin_backend.hpp"
+
 namespace dlock::internal {
 namespace {
 
@@ -41,6 +43,92 @@ LockInfo lock_info(const PgResult& result, int row) {
   info.ttl = Millis{result.number(row, 9)};
   info.min_hold = result.text(row, 10) == "t";
   return info;
+}
+
+namespace {
+
+// Columns of kEntryColumns, after the 11 of kLockColumns.
+enum EntryColumn { kHeld = 11, kOwner, kKind, kPermits, kFair, kToken, kLeft, kReleased,
+                   kArrived, kLease, kHost, kPid, kThread, kName };
+
+LockKind lock_kind(std::int64_t code) {
+  return code == 1 ? LockKind::kShared : code == 2 ? LockKind::kPermit : LockKind::kExclusive;
+}
+
+// The lock of rows [first, end) of one key.
+LockInfo lock_at(const PgResult& result, int first, int end) {
+  std::vector<LockInfo> entries;
+  std::vector<Queued> kinds;
+  std::vector<bool> fair;
+  for (int row = first; row < end; ++row) {
+    if (result.is_null(row, kOwner)) continue;  // no queue
+    LockInfo entry;
+    entry.key = unhex(result.text(row, 0));
+    entry.owner = result.text(row, kOwner);
+    entry.token = token_of(result, row, kToken);
+    entry.ttl = Millis{result.number(row, kLeft)};
+    entry.min_hold = result.number(row, kReleased) == 1;
+    entry.acquired_at_ms = result.number(row, kArrived);
+    entry.lease = Millis{result.number(row, kLease)};
+    entry.host = unhex(result.text(row, kHost));
+    entry.pid = result.number(row, kPid);
+    entry.thread = result.number(row, kThread);
+    entry.name = unhex(result.text(row, kName));
+    entries.push_back(std::move(entry));
+    kinds.push_back(Queued{lock_kind(result.number(row, kKind)),
+                           static_cast<int>(result.number(row, kPermits))});
+    fair.push_back(result.number(row, kFair) == 1);
+  }
+  const auto waiter = [&](std::size_t i) {
+    return WaiterInfo{entries[i].owner, to_string(kinds[i].kind), fair[i], entries[i].ttl};
+  };
+  LockInfo info;
+  if (result.number(first, kHeld) == 1) {  // the row's own holder, before every entry
+    info = lock_info(result, first);
+    info.holders.push_back(holder_described_by(info));
+    for (std::size_t i = 0; i < entries.size(); ++i) info.queue.push_back(waiter(i));
+    return info;
+  }
+  if (entries.empty()) return lock_info(result, first);  // expired between the two reads
+  info = entries.front();  // the first entry describes the lock
+  info.mode = to_string(kinds.front().kind);
+  info.permits = kinds.front().permits;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const Standing standing = standing_of(kinds, i);
+    if (standing.is == Standing::Is::kHolder) {
+      info.holders.push_back(holder_described_by(entries[i]));
+    } else if (standing.is == Standing::Is::kWaiter) {
+      info.queue.push_back(waiter(i));
+    }  // refused, about to go
+  }
+  describe_by_first_holder(info);
+  return info;
+}
+
+}  // namespace
+
+std::vector<LockInfo> locks_of(const PgResult& result) {
+  std::vector<LockInfo> out;
+  for (int first = 0; first < result.rows();) {
+    int end = first + 1;
+    while (end < result.rows() && result.text(end, 0) == result.text(first, 0)) ++end;
+    out.push_back(lock_at(result, first, end));
+    first = end;
+  }
+  return out;
+}
+
+QueueAnswer queue_of(const PgResult& result) {
+  QueueAnswer answer;
+  for (int row = 0; row < result.rows(); ++row) {
+    answer.held = result.number(row, 0) == 1;
+    answer.held_for = Millis{result.number(row, 1)};
+    answer.entries.push_back(QueueRow{
+        result.text(row, 2),
+        Queued{lock_kind(result.number(row, 3)), static_cast<int>(result.number(row, 4))},
+        token_of(result, row, 5), result.number(row, 6), Millis{result.number(row, 7)}});
+  }
+  return answer;
 }
 
 RunRecord run_record(const PgResult& result, int row, int first) {
@@ -98,6 +186,7 @@ BusyAnswer busy_of(const PgResult& result) {
   answer.late = result.number(0, 0) == 1;
   answer.last_token = token_of(result, 0, 1);
   answer.ttl = Millis{result.number(0, 2)};
+  answer.first_permits = static_cast<int>(result.number(0, 3));
   return answer;
 }
 

@@ -11,6 +11,7 @@
 #include "bytes.hpp"
 #include "dlock/admin.hpp"
 #include "postgres/pg_connection.hpp"
+#include "queue_standing.hpp"
 
 namespace dlock::internal {
 
@@ -22,16 +23,38 @@ namespace dlock::internal {
 [[nodiscard]] RunRecord run_record(const PgResult& result, int row, int first);
 [[nodiscard]] AuditEntry audit_entry(const PgResult& result, int row);
 
+/// kInspect's or kList's rows: one lock per key, its holders (the row's own, or its queue's
+/// by queue_standing.hpp's rule) and its queue.
+[[nodiscard]] std::vector<LockInfo> locks_of(const PgResult& result);
+
+/// One entry of a key's queue as kQueueAcquire answers it.
+struct QueueRow {
+  std::string owner;
+  Queued kind;
+  std::uint64_t token = 0;
+  std::int64_t tries = 0;  ///< tries after the one that queued it
+  Millis left{0};
+};
+/// kQueueAcquire's answer: whether the row's own holder holds the key (then `held_for` is
+/// its time left), and the queue in order.
+struct QueueAnswer {
+  bool held = false;
+  Millis held_for{0};
+  std::vector<QueueRow> entries;
+};
+[[nodiscard]] QueueAnswer queue_of(const PgResult& result);
+
 /// kAcquire's answer: kAcquired with its row, kBusy without one (not granted, and not
-/// known why until kBusy or kNoteWaiter is asked), kUnavailable when it failed.
+/// known why until kBusy is asked), kUnavailable when it failed.
 [[nodiscard]] GrantReply grant_of(const PgResult& result);
 
-/// What kBusy or kNoteWaiter found.
+/// What kBusy found.
 struct BusyAnswer {
   bool known = false;  ///< false: the statement failed
   bool late = false;   ///< the request arrived after its caller gave up
   std::uint64_t last_token = 0;
   Millis ttl{0};       ///< the holder's time left; 0: the key is free
+  int first_permits = 0;  ///< the permits of the key's first queued entry (0: a lock)
 };
 [[nodiscard]] BusyAnswer busy_of(const PgResult& result);
 

@@ -4,7 +4,8 @@
 //
 // Tables (`T` is the configured name, `schema.name` or `name`):
 //   T         one row per key ever locked, found by (service, SHA-256 of the key): the
-//             holder (owner NULL when free), the last fencing token, the expiry, metadata.
+//             holder (owner NULL when free), the last fencing token, the expiry, metadata,
+//             and the key's queue (pg_queue_sql.hpp).
 //             A free row keeps the key's token counter and is swept 7 days after it was
 //             freed. An unqualified name is in `public`: never looked up through the
 //             session's search_path.
@@ -23,7 +24,6 @@ namespace dlock::internal {
 enum class PgStatement {
   kAcquire,
   kBusy,
-  kNoteWaiter,
   kRenew,
   kRelease,
   kReleaseMissed,
@@ -36,8 +36,12 @@ enum class PgStatement {
   kFinishRun,
   kListRuns,
   kSweep,
+  kQueueAcquire,  ///< pg_queue_sql.hpp
+  kQueueRelease,
+  kQueueRenew,
+  kQueueForce,
 };
-inline constexpr std::size_t kPgStatementCount = 15;
+inline constexpr std::size_t kPgStatementCount = 18;
 
 class PgStatements {
  public:
@@ -54,11 +58,15 @@ class PgStatements {
   }
   /// The name it is prepared under.
   [[nodiscard]] static const char* name(PgStatement statement);
-  /// CREATE TABLE IF NOT EXISTS for the three tables.
+  /// CREATE TABLE IF NOT EXISTS for the three tables, then upgrade().
   [[nodiscard]] const std::string& schema() const { return schema_; }
-  /// One row: whether all three tables exist ('t' or 'f'), then how many of the lock
-  /// table's columns key_hash and waited_until it has (2 when current), and 1 when the
-  /// runs table has key_hash.
+  /// The ALTER TABLE that brings a lock table of an earlier version up to date (it needs the
+  /// table's owner).
+  [[nodiscard]] const std::string& upgrade() const { return upgrade_; }
+  /// One row: whether all three tables exist ('t' or 'f'), 1 when the lock table has
+  /// key_hash, how many of its queue columns it has (3 when current; fewer: made by an
+  /// earlier version, which the schema brings up to date), and 1 when the runs table has
+  /// key_hash.
   [[nodiscard]] const std::string& exists() const { return exists_; }
   /// The lock table as written in SQL (quoted identifiers).
   [[nodiscard]] const std::string& table() const { return table_; }
@@ -70,6 +78,7 @@ class PgStatements {
  private:
   std::array<std::string, kPgStatementCount> sql_;
   std::string schema_;
+  std::string upgrade_;
   std::string exists_;
   std::string table_;
   std::string channel_;
