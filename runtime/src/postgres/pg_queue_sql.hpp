@@ -26,22 +26,18 @@
 
 namespace dlock::internal::queue_sql {
 
-// The latest expiry of the entries of `s.queue`, as a timestamp; now when there is none (the
-// time the queue was last used: the sweep keeps the row, and its token counter, 7 days
-// from then).
-#define DLOCK_QUEUE_UNTIL                                                                  \
-  "coalesce((SELECT timestamptz 'epoch' + max((y->>'e')::int8) * interval '1 microsecond' " \
-  "FROM jsonb_array_elements(s.queue) y), clock_timestamp())"
-
 // The statement's clock `c`: its time `t`, and `us`, the same in µs since the epoch.
 #define DLOCK_QUEUE_CLOCK \
   "c AS (SELECT n.t, (extract(epoch FROM n.t) * 1000000)::int8 AS us " \
   "FROM (SELECT clock_timestamp() AS t) n)"
 
-// An UPDATE of the key's row `l` that sets its queue to `s.queue` (given after it, in a
-// FROM) and queue_until to match.
-#define DLOCK_QUEUE_SET \
-  "UPDATE {t} l SET (queue, queue_until) = (SELECT s.queue, " DLOCK_QUEUE_UNTIL
+// Each statement rebuilds the queue in one pass over its live entries `x` (one aggregate:
+// every sub-select costs each call its set-up), and sets queue_until to the latest expiry
+// left, or to now when none is (the time the queue was last used: the sweep keeps the row,
+// and its token counter, 7 days from then).
+#define DLOCK_QUEUE_UNTIL(expiry, kept)                                                      \
+  "coalesce(timestamptz 'epoch' + max(" expiry ") FILTER (WHERE " kept ") * "              \
+  "interval '1 microsecond', clock_timestamp())"
 
 // $1 service, $2 key (hex), $3 owner, $4 lease ms, $5 not-after (server µs, 0: none), $6 host
 // (hex), $7 pid, $8 thread, $9 name (hex), $10 kind, $11 permits, $12 fair.
@@ -64,23 +60,20 @@ FROM (SELECT n.t, (extract(epoch FROM n.t) * 1000000)::int8 AS us
       FROM (SELECT clock_timestamp() AS t) n) c
 WHERE $5::int8 = 0 OR c.us <= $5::int8
 ON CONFLICT (service, key_hash) DO UPDATE SET (queue_token, queue, queue_until) = (
-  SELECT s.token, s.queue, )" DLOCK_QUEUE_UNTIL R"(
-  FROM (SELECT z.token,
-               coalesce((SELECT jsonb_agg(CASE WHEN x->>'o' = $3::text
-                                               THEN x || jsonb_build_object('e', z.us + $4::int8 * 1000,
-                                                         'ls', $4::int8, 'w', (x->>'w')::int8 + 1)
-                                               ELSE x END ORDER BY (x->>'t')::int8)
-                         FROM jsonb_array_elements(l.queue) x WHERE (x->>'e')::int8 > z.us),
-                        '[]'::jsonb)
-               || CASE WHEN z.had THEN '[]'::jsonb
-                       ELSE jsonb_build_array(excluded.queue->0 || jsonb_build_object('t', z.token)) END
-                 AS queue
-        FROM (SELECT h.had, h.us,
-                     CASE WHEN h.had THEN l.queue_token
-                          ELSE greatest(l.token + 1, coalesce(l.queue_token, 0) + 1, h.us) END AS token
-              FROM (SELECT a.us, EXISTS (SELECT 1 FROM jsonb_array_elements(l.queue) x
-                                         WHERE x->>'o' = $3::text AND (x->>'e')::int8 > a.us) AS had
-                    FROM (SELECT (excluded.queue->0->>'a')::int8 AS us) a) h) z) s)
+  SELECT CASE WHEN q.had THEN l.queue_token ELSE q.token END,
+         q.kept || CASE WHEN q.had THEN '[]'::jsonb
+                        ELSE jsonb_build_array(excluded.queue->0 || jsonb_build_object('t', q.token)) END,
+         timestamptz 'epoch' + greatest(q.latest, (excluded.queue->0->>'e')::int8) * interval '1 microsecond'
+  FROM (SELECT coalesce(jsonb_agg(CASE WHEN x->>'o' = $3::text
+                                       THEN x || jsonb_build_object('e', excluded.queue->0->'e',
+                                                 'ls', $4::int8, 'w', (x->>'w')::int8 + 1)
+                                       ELSE x END ORDER BY (x->>'t')::int8), '[]'::jsonb) AS kept,
+               coalesce(bool_or(x->>'o' = $3::text), false) AS had,
+               coalesce(max((x->>'e')::int8), 0) AS latest,
+               greatest(l.token + 1, coalesce(l.queue_token, 0) + 1,
+                        (excluded.queue->0->>'a')::int8) AS token
+        FROM jsonb_array_elements(l.queue) x
+        WHERE (x->>'e')::int8 > (excluded.queue->0->>'a')::int8) q)
 RETURNING l.owner IS NOT NULL AND l.expires_at > clock_timestamp() AS held,
           greatest(0, ceil(extract(epoch FROM (l.expires_at - clock_timestamp())) * 1000))::int8 AS held_ms,
           l.queue)
@@ -106,12 +99,15 @@ ORDER BY x.t)";
 constexpr std::string_view kRelease = R"(
 WITH )" DLOCK_QUEUE_CLOCK R"(,
 up AS (
-  )" DLOCK_QUEUE_SET R"(
-    FROM (SELECT coalesce(jsonb_agg(CASE WHEN x->>'o' = $3::text
-                                         THEN x || jsonb_build_object('e', c.us + $4::int8 * 1000, 'r', true)
-                                         ELSE x END ORDER BY (x->>'t')::int8)
-                            FILTER (WHERE x->>'o' <> $3::text OR $4::int8 > 0), '[]'::jsonb) AS queue
-          FROM jsonb_array_elements(l.queue) x WHERE (x->>'e')::int8 > c.us) s)
+  UPDATE {t} l SET (queue, queue_until) = (
+    SELECT coalesce(jsonb_agg(CASE WHEN x->>'o' = $3::text
+                                   THEN x || jsonb_build_object('e', c.us + $4::int8 * 1000, 'r', true)
+                                   ELSE x END ORDER BY (x->>'t')::int8)
+                      FILTER (WHERE x->>'o' <> $3::text OR $4::int8 > 0), '[]'::jsonb),
+           )" DLOCK_QUEUE_UNTIL(
+               "CASE WHEN x->>'o' = $3::text THEN c.us + $4::int8 * 1000 ELSE (x->>'e')::int8 END",
+               "x->>'o' <> $3::text OR $4::int8 > 0") R"(
+    FROM jsonb_array_elements(l.queue) x WHERE (x->>'e')::int8 > c.us)
   FROM c
   WHERE l.service = $1::text AND l.key_hash = sha256(decode($2::text, 'hex'))
     AND EXISTS (SELECT 1 FROM jsonb_array_elements(l.queue) x
@@ -136,13 +132,17 @@ locked AS (SELECT l.key_hash FROM {t} l
            WHERE l.service = $1::text AND l.key_hash IN (SELECT key_hash FROM per_key)
            ORDER BY l.key_hash FOR UPDATE),
 renewed AS (
-  )" DLOCK_QUEUE_SET R"(
-    FROM (SELECT coalesce(jsonb_agg(CASE WHEN p.ttls ? (x->>'o') AND NOT (x->>'r')::bool
-                                         THEN x || jsonb_build_object(
-                                                'e', c.us + (p.ttls->>(x->>'o'))::int8 * 1000,
-                                                'ls', (p.ttls->>(x->>'o'))::int8)
-                                         ELSE x END ORDER BY (x->>'t')::int8), '[]'::jsonb) AS queue
-          FROM jsonb_array_elements(l.queue) x WHERE (x->>'e')::int8 > c.us) s)
+  UPDATE {t} l SET (queue, queue_until) = (
+    SELECT coalesce(jsonb_agg(CASE WHEN p.ttls ? (x->>'o') AND NOT (x->>'r')::bool
+                                   THEN x || jsonb_build_object(
+                                          'e', c.us + (p.ttls->>(x->>'o'))::int8 * 1000,
+                                          'ls', (p.ttls->>(x->>'o'))::int8)
+                                   ELSE x END ORDER BY (x->>'t')::int8), '[]'::jsonb),
+           )" DLOCK_QUEUE_UNTIL(
+               "CASE WHEN p.ttls ? (x->>'o') AND NOT (x->>'r')::bool "
+               "THEN c.us + (p.ttls->>(x->>'o'))::int8 * 1000 ELSE (x->>'e')::int8 END",
+               "true") R"(
+    FROM jsonb_array_elements(l.queue) x WHERE (x->>'e')::int8 > c.us)
   FROM per_key p JOIN locked k ON k.key_hash = p.key_hash, c
   WHERE l.service = $1::text AND l.key_hash = p.key_hash
   RETURNING l.key_hash, l.queue)
@@ -160,10 +160,11 @@ FROM req)";
 constexpr std::string_view kForce = R"(
 WITH )" DLOCK_QUEUE_CLOCK R"(,
 up AS (
-  )" DLOCK_QUEUE_SET R"(
-    FROM (SELECT coalesce(jsonb_agg(x ORDER BY (x->>'t')::int8) FILTER (WHERE x->>'o' <> $10::text),
-                          '[]'::jsonb) AS queue
-          FROM jsonb_array_elements(l.queue) x WHERE (x->>'e')::int8 > c.us) s)
+  UPDATE {t} l SET (queue, queue_until) = (
+    SELECT coalesce(jsonb_agg(x ORDER BY (x->>'t')::int8) FILTER (WHERE x->>'o' <> $10::text),
+                    '[]'::jsonb),
+           )" DLOCK_QUEUE_UNTIL("(x->>'e')::int8", "x->>'o' <> $10::text") R"(
+    FROM jsonb_array_elements(l.queue) x WHERE (x->>'e')::int8 > c.us)
   FROM c
   WHERE l.service = $1::text AND l.key_hash = sha256(decode($2::text, 'hex'))
     AND EXISTS (SELECT 1 FROM jsonb_array_elements(l.queue) x
@@ -196,7 +197,6 @@ constexpr std::string_view kEntries =
 
 #undef DLOCK_QUEUE_UNTIL
 #undef DLOCK_QUEUE_CLOCK
-#undef DLOCK_QUEUE_SET
 #undef DLOCK_QUEUE_TURNS
 
 }  // namespace dlock::internal::queue_sql
