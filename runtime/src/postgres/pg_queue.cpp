@@ -32,10 +32,11 @@ void PgBackend::forget(std::string_view owner) {
 }
 
 GrantReply PgBackend::acquire_queued(const GrantRequest& request) {
+  bool first = false;  // no earlier try of this owner has an entry
   {
     // Before it is sent: a release after a lost answer must look in the queue.
     std::lock_guard lock(queued_mutex_);
-    queued_.emplace(request.owner);
+    first = queued_.emplace(request.owner).second;
   }
   const auto until = std::min(request.give_up_at, deadline());
   const int permits = request.kind == LockKind::kPermit ? request.permits : 0;
@@ -54,7 +55,8 @@ GrantReply PgBackend::acquire_queued(const GrantRequest& request) {
     if (result.status != Status::kOk) {
       reply.error = result.error;
       reply.outcome_unknown = result.status == Status::kUnknown;
-      if (!reply.outcome_unknown) forget(request.owner);  // refused: nothing was applied
+      // Refused: nothing was applied. An earlier try's entry, if any, must still be left.
+      if (!reply.outcome_unknown && first) forget(request.owner);
       return reply;
     }
     if (result.rows() > 0) break;

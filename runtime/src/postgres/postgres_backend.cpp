@@ -231,7 +231,7 @@ ReleaseOutcome PgBackend::release_outcome(const PgResult& result, const Key& key
 ReleaseOutcome PgBackend::after_miss(const Key& key, std::string_view owner, Millis keep_for,
                                      Clock::time_point until, bool wait) noexcept {
   const ReleaseOutcome queued = release_queued(key, owner, keep_for, wait);
-  if (queued == ReleaseOutcome::kReleased || queued == ReleaseOutcome::kKept) return queued;
+  if (queued != ReleaseOutcome::kGone) return queued;  // released, kept, or not known
   return missed(key, owner, until, wait);
 }
 
