@@ -153,17 +153,25 @@ void BM_RawFloor(benchmark::State& state) {
   }
 }
 
-void BM_RawDlockStatements(benchmark::State& state) {
-  // The statements as the backend prepares them, for the table the cycle above created.
-  dlock::Client(config("bench-raw")).acquire("warm", dlock::LockSettings{}).release();
-  static Raw raw;
-  static const bool ready = [] {
+// One connection with dlock's statements prepared as the backend prepares them, for the table
+// a client made (the exclusive pair and the queue's pair).
+Raw& dlock_statements_connection() {
+  static Raw& raw = *[] {
+    dlock::Client(config("bench-raw")).acquire("warm", dlock::LockSettings{}).release();
+    static Raw made;
+    using dlock::internal::PgStatement;
     const dlock::internal::PgStatements statements("dlock_locks");
-    raw.prepare("acquire", statements.sql(dlock::internal::PgStatement::kAcquire));
-    raw.prepare("release", statements.sql(dlock::internal::PgStatement::kRelease));
-    return true;
+    made.prepare("acquire", statements.sql(PgStatement::kAcquire));
+    made.prepare("release", statements.sql(PgStatement::kRelease));
+    made.prepare("queue_acquire", statements.sql(PgStatement::kQueueAcquire));
+    made.prepare("queue_release", statements.sql(PgStatement::kQueueRelease));
+    return &made;
   }();
-  (void)ready;
+  return raw;
+}
+
+void BM_RawDlockStatements(benchmark::State& state) {
+  Raw& raw = dlock_statements_connection();
   for (auto _ : state) {
     // A grant answers its token; a refusal, no row.
     if (raw.run("acquire", {"bench-raw", "6b6579", "owner", "30000", "0", "", "1", "1", ""})
@@ -177,15 +185,7 @@ void BM_RawDlockStatements(benchmark::State& state) {
 // The queue's acquire and release statements (a permit of 3) over raw libpq: what the
 // permit's statements cost without the client library around them.
 void BM_RawQueueStatements(benchmark::State& state) {
-  dlock::Client(config("bench-raw")).acquire("warm", dlock::LockSettings{}).release();
-  static Raw raw;
-  static const bool ready = [] {
-    const dlock::internal::PgStatements statements("dlock_locks");
-    raw.prepare("queue_acquire", statements.sql(dlock::internal::PgStatement::kQueueAcquire));
-    raw.prepare("queue_release", statements.sql(dlock::internal::PgStatement::kQueueRelease));
-    return true;
-  }();
-  (void)ready;
+  Raw& raw = dlock_statements_connection();
   for (auto _ : state) {
     raw.run("queue_acquire", {"bench-raw", "7065726d6974", "raw:1", "30000", "0", "", "1", "1",
                               "", "2", "3", "false"});

@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
+#include "admin_backend.hpp"
+
 namespace dlock::internal {
 
 // An entry of another kind than the request's never lets it by: it holds the key, or it was
@@ -27,6 +31,24 @@ Standing standing_of(const std::vector<Queued>& queue, std::size_t place, bool a
     if (queue[i].kind != LockKind::kShared) return {Standing::Is::kWaiter, i};
   }
   return {Standing::Is::kHolder, place};
+}
+
+LockInfo lock_of_queue(const std::vector<LockInfo>& entries, const std::vector<Queued>& kinds,
+                       const std::vector<bool>& fair) {
+  LockInfo info = entries.front();
+  info.mode = to_string(kinds.front().kind);
+  info.permits = std::max(0, kinds.front().permits);
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const Standing standing = standing_of(kinds, i);
+    if (standing.is == Standing::Is::kHolder) {
+      info.holders.push_back(holder_described_by(entries[i]));
+    } else if (standing.is == Standing::Is::kWaiter) {
+      info.queue.push_back(
+          WaiterInfo{entries[i].owner, to_string(kinds[i].kind), fair[i], entries[i].ttl});
+    }  // refused, about to go
+  }
+  describe_by_first_holder(info);
+  return info;
 }
 
 std::string held_as(const Queued& first) {

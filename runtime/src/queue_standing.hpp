@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "dlock/admin.hpp"
 
 namespace dlock::internal {
 
@@ -41,5 +42,14 @@ struct Standing {
 
 /// Why a request is refused when the first entry of its queue is `first`.
 [[nodiscard]] std::string held_as(const Queued& first);
+
+/// What dlockctl shows of a queue whose entries, in order, ask for `kinds` and are each
+/// described by `entries[i]` as if it held (key, owner, token, time left...): the first
+/// entry's key, lease, mode and permits; every entry that holds among the holders, every
+/// one that waits in the queue (`fair[i]`: it keeps its place), a refused one (about to go)
+/// left out; the first holder describes the lock. `entries` is not empty.
+[[nodiscard]] LockInfo lock_of_queue(const std::vector<LockInfo>& entries,
+                                     const std::vector<Queued>& kinds,
+                                     const std::vector<bool>& fair);
 
 }  // namespace dlock::internal

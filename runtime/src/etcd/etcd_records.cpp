@@ -259,18 +259,8 @@ std::optional<LockInfo> EtcdBackend::lock_of(const google::protobuf::RepeatedPtr
     kinds.push_back(kind_of_key(kv.key(), prefix));
   }
   if (infos.empty()) return std::nullopt;
-  LockInfo info = infos.front();  // the first holder describes the lock
-  info.mode = to_string(kinds.front().kind);
-  info.permits = std::max(0, kinds.front().permits);
-  for (std::size_t i = 0; i < infos.size(); ++i) {
-    const Standing standing = standing_of(kinds, i);
-    if (standing.is == Standing::Is::kHolder) {
-      info.holders.push_back(holder_described_by(infos[i]));
-    } else if (standing.is == Standing::Is::kWaiter) {
-      info.queue.push_back(WaiterInfo{infos[i].owner, to_string(kinds[i].kind), true, infos[i].ttl});
-    }  // refused, about to go
-  }
-  return info;
+  // Every lock here is served in arrival order: each waiter keeps its place.
+  return lock_of_queue(infos, kinds, std::vector<bool>(infos.size(), true));
 }
 
 std::vector<LockInfo> EtcdBackend::list(std::string_view pattern) {

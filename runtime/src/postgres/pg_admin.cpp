@@ -13,7 +13,6 @@ namespace {
 
 using Status = PgResult::Status;
 
-std::string number_text(std::int64_t value) { return std::to_string(value); }
 
 }  // namespace
 

@@ -77,6 +77,7 @@ class PgBackend final : public Backend,
   /// thread, name.
   Params grant_params(PgConnection& conn, const GrantRequest& request, bool resync,
                       Clock::time_point until);
+  void renew_in(PgStatement statement, std::vector<RenewItem*>& items, Clock::time_point until);
 
   // The key's queue (pg_queue.cpp): every kind but a plain exclusive try, and every waiter.
   GrantReply acquire_queued(const GrantRequest& request);
@@ -85,7 +86,7 @@ class PgBackend final : public Backend,
   /// Takes `owner`'s entry out of the key's queue (keep_for 0) or keeps it for keep_for.
   ReleaseOutcome release_queued(const Key& key, std::string_view owner, Millis keep_for,
                                 bool wait) noexcept;
-  void renew_queued(std::vector<RenewItem*>& items, Clock::time_point until);
+
   /// Whether `owner` has asked for a place in a queue (its release goes there).
   bool queued(std::string_view owner);
   void forget(std::string_view owner);
@@ -125,6 +126,7 @@ class PgBackend final : public Backend,
   std::mutex queued_mutex_;
   /// Owners that asked for a place in a key's queue, until their release.
   std::set<std::string, std::less<>> queued_;
+  std::atomic<std::size_t> queued_count_{0};  ///< queued_.size(), read without the mutex
 };
 
 }  // namespace dlock::internal

@@ -13,15 +13,12 @@ namespace {
 
 using Status = PgResult::Status;
 
-std::string number_text(std::int64_t value) { return std::to_string(value); }
-
-int kind_code(LockKind kind) {
-  return kind == LockKind::kShared ? 1 : kind == LockKind::kPermit ? 2 : 0;
-}
-
 }  // namespace
 
+// Asked on every release and renewal: a process that locks only through the rows' own
+// holders never takes the mutex for it.
 bool PgBackend::queued(std::string_view owner) {
+  if (queued_count_.load(std::memory_order_acquire) == 0) return false;
   std::lock_guard lock(queued_mutex_);
   return queued_.find(owner) != queued_.end();
 }
@@ -29,6 +26,7 @@ bool PgBackend::queued(std::string_view owner) {
 void PgBackend::forget(std::string_view owner) {
   std::lock_guard lock(queued_mutex_);
   if (const auto it = queued_.find(owner); it != queued_.end()) queued_.erase(it);
+  queued_count_.store(queued_.size(), std::memory_order_release);
 }
 
 GrantReply PgBackend::acquire_queued(const GrantRequest& request) {
@@ -37,6 +35,7 @@ GrantReply PgBackend::acquire_queued(const GrantRequest& request) {
     // Before it is sent: a release after a lost answer must look in the queue.
     std::lock_guard lock(queued_mutex_);
     first = queued_.emplace(request.owner).second;
+    queued_count_.store(queued_.size(), std::memory_order_release);
   }
   const auto until = std::min(request.give_up_at, deadline());
   const int permits = request.kind == LockKind::kPermit ? request.permits : 0;
@@ -143,25 +142,6 @@ ReleaseOutcome PgBackend::release_queued(const Key& key, std::string_view owner,
     return release_outcome_of(result);  // no row: gone
   } catch (...) {
     return ReleaseOutcome::kUnavailable;
-  }
-}
-
-void PgBackend::renew_queued(std::vector<RenewItem*>& items, Clock::time_point until) {
-  Params keys, owners, ttls;
-  for (const RenewItem* item : items) {
-    keys.push_back(hex(item->key->str()));
-    owners.emplace_back(item->owner);
-    ttls.push_back(number_text(item->ttl.count()));
-  }
-  const PgResult result = call(PgStatement::kQueueRenew,
-                               Params{service_, array_of(keys), array_of(owners), array_of(ttls)},
-                               until, PgPool::Lane::kRenewal);
-  if (result.status != Status::kOk) return;
-  for (int row = 0; row < result.rows(); ++row) {
-    const auto index = static_cast<std::size_t>(result.number(row, 0) - 1);
-    if (index >= items.size()) continue;
-    items[index]->outcome =
-        result.number(row, 1) == 0 ? RenewOutcome::kRenewed : RenewOutcome::kGone;
   }
 }
 

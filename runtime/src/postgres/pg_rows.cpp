@@ -15,6 +15,14 @@ std::uint64_t token_of(const PgResult& result, int row, int column) {
 
 }  // namespace
 
+int kind_code(LockKind kind) {
+  return kind == LockKind::kShared ? 1 : kind == LockKind::kPermit ? 2 : 0;
+}
+
+LockKind lock_kind(std::int64_t code) {
+  return code == 1 ? LockKind::kShared : code == 2 ? LockKind::kPermit : LockKind::kExclusive;
+}
+
 std::string array_of(const std::vector<std::string>& items) {
   std::string out = "{";
   for (const std::string& item : items) {
@@ -51,10 +59,6 @@ namespace {
 enum EntryColumn { kHeld = 11, kOwner, kKind, kPermits, kFair, kToken, kLeft, kReleased,
                    kArrived, kLease, kHost, kPid, kThread, kName };
 
-LockKind lock_kind(std::int64_t code) {
-  return code == 1 ? LockKind::kShared : code == 2 ? LockKind::kPermit : LockKind::kExclusive;
-}
-
 // The lock of rows [first, end) of one key.
 LockInfo lock_at(const PgResult& result, int first, int end) {
   std::vector<LockInfo> entries;
@@ -79,30 +83,17 @@ LockInfo lock_at(const PgResult& result, int first, int end) {
                            static_cast<int>(result.number(row, kPermits))});
     fair.push_back(result.number(row, kFair) == 1);
   }
-  const auto waiter = [&](std::size_t i) {
-    return WaiterInfo{entries[i].owner, to_string(kinds[i].kind), fair[i], entries[i].ttl};
-  };
-  LockInfo info;
   if (result.number(first, kHeld) == 1) {  // the row's own holder, before every entry
-    info = lock_info(result, first);
+    LockInfo info = lock_info(result, first);
     info.holders.push_back(holder_described_by(info));
-    for (std::size_t i = 0; i < entries.size(); ++i) info.queue.push_back(waiter(i));
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      info.queue.push_back(
+          WaiterInfo{entries[i].owner, to_string(kinds[i].kind), fair[i], entries[i].ttl});
+    }
     return info;
   }
   if (entries.empty()) return lock_info(result, first);  // expired between the two reads
-  info = entries.front();  // the first entry describes the lock
-  info.mode = to_string(kinds.front().kind);
-  info.permits = kinds.front().permits;
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    const Standing standing = standing_of(kinds, i);
-    if (standing.is == Standing::Is::kHolder) {
-      info.holders.push_back(holder_described_by(entries[i]));
-    } else if (standing.is == Standing::Is::kWaiter) {
-      info.queue.push_back(waiter(i));
-    }  // refused, about to go
-  }
-  describe_by_first_holder(info);
-  return info;
+  return lock_of_queue(entries, kinds, fair);
 }
 
 }  // namespace

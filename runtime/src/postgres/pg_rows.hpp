@@ -15,6 +15,13 @@
 
 namespace dlock::internal {
 
+/// A number as a statement's parameter.
+[[nodiscard]] inline std::string number_text(std::int64_t value) { return std::to_string(value); }
+
+/// A lock kind as the queue's entries store it (`k`), and back.
+[[nodiscard]] int kind_code(LockKind kind);
+[[nodiscard]] LockKind lock_kind(std::int64_t code);
+
 /// A text[] literal: every element quoted, `"` and `\` escaped.
 [[nodiscard]] std::string array_of(const std::vector<std::string>& items);
 

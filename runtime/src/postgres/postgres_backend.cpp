@@ -21,7 +21,6 @@ using Params = std::vector<std::string>;
 constexpr Millis kSweepEvery{std::chrono::minutes(10)};
 constexpr Millis kClockReadEvery{std::chrono::minutes(1)};
 
-std::string number_text(std::int64_t value) { return std::to_string(value); }
 
 }  // namespace
 
@@ -186,8 +185,16 @@ void PgBackend::renew(std::vector<RenewItem>& all) {
   }
   // An answer after a lease's validity comes too late for it; the others wait no less.
   const auto until = renewal_until(all, Clock::now(), deadline());
-  if (!in_queues.empty()) renew_queued(in_queues, until);
+  renew_in(PgStatement::kQueueRenew, in_queues, until);
+  renew_in(PgStatement::kRenew, items, until);
+}
+
+// kRenew (the rows' own holders; it also raises each key's token counter to the lease's)
+// or kQueueRenew (entries of queues): one statement for all of `items`.
+void PgBackend::renew_in(PgStatement statement, std::vector<RenewItem*>& items,
+                         Clock::time_point until) {
   if (items.empty()) return;
+  Params params{service_};
   Params keys, owners, ttls, tokens;
   for (const RenewItem* item : items) {
     keys.push_back(hex(item->key->str()));
@@ -196,15 +203,14 @@ void PgBackend::renew(std::vector<RenewItem>& all) {
     tokens.push_back(number_text(static_cast<std::int64_t>(
         std::min<std::uint64_t>(item->token, std::numeric_limits<std::int64_t>::max()))));
   }
-  const PgResult result = call(PgStatement::kRenew,
-                               Params{service_, array_of(keys), array_of(owners),
-                                      array_of(ttls), array_of(tokens)},
-                               until, PgPool::Lane::kRenewal);
+  for (const Params* column : {&keys, &owners, &ttls}) params.push_back(array_of(*column));
+  if (statement == PgStatement::kRenew) params.push_back(array_of(tokens));
+  const PgResult result = call(statement, std::move(params), until, PgPool::Lane::kRenewal);
   if (result.status != Status::kOk) return;
   for (int row = 0; row < result.rows(); ++row) {
     const auto index = static_cast<std::size_t>(result.number(row, 0) - 1);
     if (index >= items.size()) continue;
-    const auto code = result.number(row, 1);
+    const auto code = result.number(row, 1);  // a queue's entry is never taken
     items[index]->outcome = code == 0   ? RenewOutcome::kRenewed
                             : code == 2 ? RenewOutcome::kTaken
                                         : RenewOutcome::kGone;
