@@ -44,6 +44,8 @@ WorkerHistory parse_history(int worker, const std::string& text, long long kille
       if (fields >> hold.kind >> keys >> tokens >> hold.call >> hold.answer) {
         hold.keys = split(keys);
         hold.tokens = split(tokens);
+        long long valid_ms = 0;
+        if (fields >> valid_ms && valid_ms > 0) hold.valid_until = hold.begin + valid_ms * 1'000'000;
       } else {
         hold.kind = "exclusive";
       }

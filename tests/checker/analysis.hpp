@@ -26,6 +26,17 @@ struct Hold {
   long long call = 0;    ///< the guard was called: no request sent before (0: not recorded)
   long long answer = 0;  ///< the first try's answer was read by then (0: not recorded)
   bool valid_at_end = true;  ///< the client still held the lease when the body ended
+  /// The client counted its lease held at least until then (begin + what it had left at the
+  /// begin; 0: not recorded). For a hold without an end line (its worker killed, its body
+  /// failed) it is all that is known of its validity.
+  long long valid_until = 0;
+  /// Whether the client still counted its lease held at `t` (t >= begin), as far as its
+  /// history shows.
+  [[nodiscard]] bool held_at(long long t) const {
+    if (completed && valid_at_end) return true;  // to its end, so at t too
+    if (valid_until > 0) return t < valid_until;
+    return valid_at_end;  // a history that does not record it
+  }
   /// Whether the fenced store judges this hold: an exclusive hold of the one lock key that
   /// writes (shared holds, permits and holds of several keys do not write).
   [[nodiscard]] bool fenced() const { return kind == "exclusive" && keys.size() <= 1 && write != "none"; }
@@ -82,7 +93,9 @@ struct KindVerdict {
   /// Pairs of holds of one key whose kinds exclude each other and whose bodies overlapped,
   /// by the kind of the later one ("exclusive", "shared", "permit").
   std::map<std::string, long> overlaps_by_kind;
-  long overlaps_expired = 0;     ///< one side's client no longer held its lease at its end
+  long overlaps_expired = 0;     ///< one side's client no longer counted its lease held where
+                                 ///< the overlap started, or its history cannot show it did (a
+                                 ///< worker killed past what it had left at its begin)
                                  ///< (permits: over N only with such holds)
   long overlaps_beyond_promise = 0;  ///< both held, during a clock step or a restart without data
   long overlaps_held = 0;        ///< both clients held their leases: a violation

@@ -130,6 +130,43 @@ TEST(CheckerKinds, AnOverlapWithALapsedLeaseIsNotAViolation) {
   EXPECT_TRUE(v.violations.empty());
 }
 
+// A B line that records what the client had left at its begin, and no end line: the worker
+// was killed inside the body at `killed_ms`.
+WorkerHistory killed_hold(const char* kind, long long from_ms, long long valid_ms, long long killed_ms) {
+  const auto ns = [](long long ms) { return std::to_string(ms * 1'000'000); };
+  const std::string line = "B 1 7 " + ns(from_ms) + " " + kind + " counter 7 " + ns(from_ms) + " " +
+                           ns(from_ms) + " " + std::to_string(valid_ms) + "\n";
+  return parse_history(1, line, killed_ms * 1'000'000, 10'000'000'000);
+}
+
+TEST(CheckerKinds, AKilledHolderIsCountedHeldOnlyForWhatItHadLeftAtItsBegin) {
+  // The reader had 1000 ms left and was killed at 4000 ms: a writer granted at 2500 ms may
+  // have come after its lease lapsed; one granted at 500 ms came while it still held.
+  const auto writer = [](long long from_ms) {
+    return parse_history(2, kind_hold(1, "exclusive", "counter", from_ms, from_ms + 10), 0, 10'000'000'000);
+  };
+  const WorkerHistory reader = killed_hold("shared", 0, 1000, 4000);
+  ASSERT_EQ(reader.holds.size(), 1u);
+  EXPECT_EQ(reader.holds[0].valid_until, 1'000'000'000);
+  const auto late = analyse_kinds({reader, writer(2500)}, {}, 0, false, 1'000'000'000);
+  EXPECT_EQ(late.overlaps_expired, 1);
+  EXPECT_TRUE(late.violations.empty());
+  const auto early = analyse_kinds({reader, writer(500)}, {}, 0, false, 1'000'000'000);
+  EXPECT_EQ(early.overlaps_held, 1);
+  EXPECT_EQ(early.violations.size(), 1u);
+}
+
+TEST(CheckerKinds, AnOverlapIsJudgedWhereItStarts) {
+  // The reader's lease lapsed before its end, but it still had 1000 ms left when the writer
+  // began at 500 ms: both held then.
+  const auto reader = parse_history(1, kind_hold(1, "shared", "counter", 0, 3000, "expired"), 0, 10'000'000'000);
+  auto with_left = reader;
+  with_left.holds[0].valid_until = 1'000'000'000;
+  const auto writer = parse_history(2, kind_hold(1, "exclusive", "counter", 500, 510), 0, 10'000'000'000);
+  EXPECT_EQ(analyse_kinds({reader, writer}, {}, 0, false, 1'000'000'000).overlaps_expired, 1);
+  EXPECT_EQ(analyse_kinds({with_left, writer}, {}, 0, false, 1'000'000'000).overlaps_held, 1);
+}
+
 TEST(CheckerKinds, MoreHoldersThanPermitsIsAViolation) {
   const std::vector<std::string> three{kind_hold(1, "permit", "counter", 0, 10),
                                        kind_hold(1, "permit", "counter", 2, 12),

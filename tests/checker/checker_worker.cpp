@@ -9,7 +9,9 @@
 // keys of KEY, KEY-b, KEY-c, drawn in a random order).
 //
 // History lines (timestamps in CLOCK_MONOTONIC nanoseconds):
-//   B seq token t_begin kind keys tokens t_call t_answer   the body started holding `token`
+//   B seq token t_begin kind keys tokens t_call t_answer valid_ms
+//                                                the body started holding `token`, its client
+//                                                counting it held for valid_ms more
 //   E seq token t_read t_write_sent t_write_done accepted|rejected|none t_end valid|expired
 //   X seq busy|unavailable|error t               the section did not run (reason)
 // t_answer: when a fair section's first try was seen answered busy (the client's metric

@@ -19,8 +19,10 @@ constexpr long long kFaultAfterglowNs = 1'000'000'000LL;
 bool beyond_promise(const std::string& fault) { return fault == "clock-step" || fault == "restart-server"; }
 
 std::string describe(const Hold& h) {
-  return fmt::format("worker {} seq {} {} tokens {} [{}, {}]{}", h.worker, h.sequence, h.kind,
-                     fmt::join(h.tokens, ","), h.begin, h.end, h.valid_at_end ? "" : " expired");
+  const char* end = !h.completed ? " (no end line)" : h.valid_at_end ? "" : " expired";
+  return fmt::format("worker {} seq {} {} tokens {} [{}, {}]{}{}", h.worker, h.sequence, h.kind,
+                     fmt::join(h.tokens, ","), h.begin, h.end, end,
+                     h.valid_until > 0 ? fmt::format(" counted held until {}", h.valid_until) : "");
 }
 
 // The fault under way (or just over) at `at`, or "".
@@ -65,11 +67,12 @@ void check_key(const std::string& key, const std::vector<const Hold*>& holds, co
     for (const Hold* a : active) {
       if (a->kind == "permit") {
         ++permits_now;
-        if (a->valid_at_end) ++permits_held;
+        if (a->held_at(h->begin)) ++permits_held;
       }
       if (a == h || !excludes(*a, *h)) continue;
       ++v.overlaps_by_kind[h->kind];
-      if (!a->valid_at_end || !h->valid_at_end) {
+      // Judged where the overlap starts: both clients counted their leases held then.
+      if (!a->held_at(h->begin) || !h->held_at(h->begin)) {
         ++v.overlaps_expired;
       } else if (beyond_promise(fault_at(faults, h->begin, h->begin, lease_ns))) {
         ++v.overlaps_beyond_promise;

@@ -21,7 +21,8 @@ void record(const Run& run, const std::string& line) {
 
 namespace {
 
-// " kind keys tokens t_call t_answer" of the current lease ("" outside a guard).
+// " kind keys tokens t_call t_answer valid_ms" of the current lease ("" outside a guard);
+// valid_ms: what it had left, read after `begin` was taken.
 std::string grant_fields(const Run& run, long long begin) {
   const dlock::LeaseView lease = dlock::current_lease();
   if (!lease) return "";
@@ -31,8 +32,9 @@ std::string grant_fields(const Run& run, long long begin) {
                      : lease.mode() == dlock::LockMode::kShared ? "shared"
                                                                  : "exclusive";
   const long long call = run.call_ns.load(), answer = run.answer_ns.load();
-  return fmt::format(" {} {} {} {} {}", kind, fmt::join(keys, ","), fmt::join(lease.tokens(), ","),
-                     call > 0 ? call : begin, answer > 0 ? std::min(answer, begin) : begin);
+  return fmt::format(" {} {} {} {} {} {}", kind, fmt::join(keys, ","), fmt::join(lease.tokens(), ","),
+                     call > 0 ? call : begin, answer > 0 ? std::min(answer, begin) : begin,
+                     lease.remaining().count());
 }
 
 // " valid" while the current lease is still known to be held, " expired" after; read after the

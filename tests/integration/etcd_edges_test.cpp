@@ -1,7 +1,7 @@
-// The etcd backend at its edges, against a real 3-member cluster behind proxies: a request
-// that reaches a member late (after the call went on to another), renewal rounds larger than
-// one etcd transaction may be, waiters that only read while they wait, and a client that
-// goes while the cluster is stopped.
+// The etcd backend at its edges, against a real 3-member cluster behind proxies: requests
+// that reach a member late (a put, a delete, after the call went on to another), renewal
+// rounds larger than one etcd transaction may be, waiters that only read while they wait,
+// and a client that goes while the cluster is stopped.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -83,6 +83,32 @@ TEST_F(EtcdEdges, ALatePutLeavesNoKeyThatNobodyOwns) {
   std::this_thread::sleep_for(2500ms);
   Lease next = other.try_acquire("late", settings(10s));
   EXPECT_TRUE(next) << "the lock is held by a key nobody owns: " << next.error();
+}
+
+// A permit's try answered busy leaves the queue at once: its key's delete, sent to member 0
+// right after the create's answer, sits there past its half of the call's time, and another
+// member deletes the key. When member 0 applies the late copy, the key of the process's next
+// permit of the lock (named by its lease, had that lease been reused) must stay.
+TEST_F(EtcdEdges, ALateDeleteLeavesTheNextHoldsKeyAlone) {
+  Client holder(config()), late(config()), other(config());
+  LockSettings permit = settings(10s);
+  permit.permits = 1;
+  Lease held = holder.acquire("gone", permit);
+  ASSERT_TRUE(held);
+  ASSERT_TRUE(late.try_acquire("warm-up", settings(10s)));  // connected to member 0
+  std::this_thread::sleep_for(200ms);  // the warm-up's release answered
+  cluster_->proxy(0).delay_requests_after_reply(1500ms);
+  EXPECT_EQ(late.try_acquire("gone", permit).status(), AcquireStatus::kBusy);
+  ASSERT_EQ(cluster_->proxy(0).mode(), TcpProxy::Mode::kDelayRequests) << "member 0 answered nothing";
+  cluster_->proxy(0).pass();
+  EXPECT_EQ(held.release(), ReleaseStatus::kReleased);
+  Lease mine = late.try_acquire("gone", permit);
+  ASSERT_TRUE(mine) << mine.error();
+  std::this_thread::sleep_for(2s);  // the late delete has reached member 0; no renewal yet
+  Lease second = other.try_acquire("gone", permit);
+  EXPECT_FALSE(second) << "a second holder of 1 permit (tokens " << mine.token() << ", "
+                       << second.token() << ")";
+  EXPECT_GT(mine.remaining(), 0ms);
 }
 
 // One renewal round of more leases than etcd takes in one transaction (128 operations).

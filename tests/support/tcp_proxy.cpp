@@ -176,12 +176,20 @@ TcpProxy::TcpProxy(std::string target_host, int target_port) : state_(std::make_
         s.connections.push_back(std::move(c));
       }
       // Copy, hold or delay.
-      const auto due = now + std::chrono::milliseconds(mode == Mode::kDelay ? delay_ms_.load() : 0);
+      const auto late = now + std::chrono::milliseconds(delay_ms_.load());
+      const auto up_due = mode == Mode::kDelay || mode == Mode::kDelayRequests ? late : now;
+      const auto down_due = mode == Mode::kDelay ? late : now;
       for (auto it = s.connections.begin(); it != s.connections.end();) {
         bool alive = true;
         if (mode != Mode::kBlackhole) {
           for (Pipe* pipe : {&it->up, &it->down}) {
-            if (!pipe->closed && !fill(*pipe, due)) pipe->closed = true;
+            const std::size_t before = pipe->queued.size();
+            if (!pipe->closed && !fill(*pipe, pipe == &it->up ? up_due : down_due)) pipe->closed = true;
+            // The server's bytes passed (they are flushed below, before the client can answer
+            // them): the client's next bytes are late.
+            if (pipe == &it->down && pipe->queued.size() > before && delay_after_reply_.exchange(false)) {
+              set(Mode::kDelayRequests);
+            }
           }
         }
         for (Pipe* pipe : {&it->up, &it->down}) {
@@ -222,6 +230,12 @@ TcpProxy::~TcpProxy() { stop(); }
 void TcpProxy::delay(std::chrono::milliseconds delay) {
   delay_ms_.store(delay.count());
   set(Mode::kDelay);
+}
+
+void TcpProxy::delay_requests_after_reply(std::chrono::milliseconds delay) {
+  delay_ms_.store(delay.count());
+  set(Mode::kPass);
+  delay_after_reply_.store(true);
 }
 
 void TcpProxy::stop() noexcept {

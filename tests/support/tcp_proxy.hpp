@@ -6,6 +6,8 @@
 //   config.endpoints = {Endpoint{"127.0.0.1", proxy.port()}};
 //   proxy.blackhole();      // nothing crosses; new connections are accepted and hang
 //   proxy.delay(200ms);     // every byte crosses 200 ms late
+//   proxy.delay_requests_after_reply(1s);   // after the next reply, the client's bytes
+//                                           // cross 1 s late
 //   proxy.reset();          // every connection is reset (RST), new ones too
 //   proxy.pass();           // back to normal
 //
@@ -31,6 +33,7 @@ class TcpProxy {
     kReset,      ///< every connection is closed with RST; new ones are reset at once
     kTrickle,    ///< the server's bytes reach the client one every 5 ms (a TLS record
                  ///< arrives in pieces); the client's go as they come
+    kDelayRequests,  ///< the client's bytes are copied delay() late; the server's as they come
   };
 
   /// Listens on a free loopback port and forwards to target_host:target_port. Throws
@@ -40,11 +43,18 @@ class TcpProxy {
   TcpProxy(const TcpProxy&) = delete;
   TcpProxy& operator=(const TcpProxy&) = delete;
 
-  void pass() { set(Mode::kPass); }
+  void pass() {
+    delay_after_reply_.store(false);
+    set(Mode::kPass);
+  }
   void blackhole() { set(Mode::kBlackhole); }
   void delay(std::chrono::milliseconds delay);
   void reset() { set(Mode::kReset); }
   void trickle() { set(Mode::kTrickle); }
+  /// Passes on until the server's next bytes have passed, then holds the client's bytes back
+  /// by `delay` (kDelayRequests): the request a client sends right after a reply reaches the
+  /// server late, though the one before it was answered at once.
+  void delay_requests_after_reply(std::chrono::milliseconds delay);
   [[nodiscard]] Mode mode() const { return mode_.load(); }
 
   /// Closes every connection and the listener and joins the thread. Idempotent.
@@ -65,6 +75,7 @@ class TcpProxy {
   int port_ = 0;
   std::atomic<Mode> mode_{Mode::kPass};
   std::atomic<long> delay_ms_{0};
+  std::atomic<bool> delay_after_reply_{false};
   std::atomic<long> accepted_{0};
   std::unique_ptr<State> state_;
 };

@@ -26,7 +26,10 @@ std::int64_t seconds_for(Millis lease) {
 }
 
 ReleaseOutcome deleted_outcome(const pb::TxnResponse& reply, bool maybe_applied) {
-  const auto deleted = reply.responses(0).response_delete_range().deleted();
+  // Not succeeded: the key there is another's, made after this one went.
+  const auto deleted = reply.succeeded() && reply.responses_size() > 0
+                           ? reply.responses(0).response_delete_range().deleted()
+                           : 0;
   // Deleted by an earlier attempt whose answer was lost, most likely.
   return deleted > 0 || maybe_applied ? ReleaseOutcome::kReleased : ReleaseOutcome::kGone;
 }
@@ -308,7 +311,8 @@ ReleaseOutcome EtcdBackend::release(const Key& /*key*/, std::string_view owner,
     if (keep_for > Millis{0}) return keep_until(owner, hold->key, hold, keep_for, until);
     pb::TxnResponse reply;
     bool maybe_applied = false;
-    const grpc::Status status = channel_->txn(delete_of(hold->key), reply, until, &maybe_applied);
+    const grpc::Status status =
+        channel_->txn(delete_of(hold->key, hold->revision), reply, until, &maybe_applied);
     if (!status.ok()) {
       // The key goes with its lease: revoked while it may live.
       book_->revoke(hold->lease, hold->fresh_until);
@@ -401,12 +405,7 @@ void EtcdBackend::keep_and_reap() {
     }
     for (const EtcdDoomed& doomed : work.remove) {
       if (book_->stopped()) return;
-      pb::TxnRequest txn = delete_of(doomed.key);
-      auto* compare = txn.add_compare();
-      compare->set_key(doomed.key);
-      compare->set_target(pb::Compare::CREATE);
-      compare->set_result(pb::Compare::EQUAL);
-      compare->set_create_revision(doomed.revision);
+      const pb::TxnRequest txn = delete_of(doomed.key, doomed.revision);
       pb::TxnResponse reply;
       const auto retry_at = later(Clock::now(), kRetryDelete);
       if (!channel_->txn(txn, reply, until).ok() && retry_at < doomed.until) {

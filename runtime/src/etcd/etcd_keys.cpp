@@ -41,8 +41,15 @@ Queued kind_of_key(std::string_view key, std::string_view prefix) {
   return permit;
 }
 
-pb::TxnRequest delete_of(const std::string& key) {
+pb::TxnRequest delete_of(const std::string& key, std::int64_t revision) {
   pb::TxnRequest txn;
+  if (revision != 0) {
+    auto* compare = txn.add_compare();
+    compare->set_key(key);
+    compare->set_target(pb::Compare::CREATE);
+    compare->set_result(pb::Compare::EQUAL);
+    compare->set_create_revision(revision);
+  }
   txn.add_success()->mutable_request_delete_range()->set_key(key);
   return txn;
 }

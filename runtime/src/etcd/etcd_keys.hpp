@@ -32,8 +32,10 @@ namespace dlock::internal {
 /// holds them alone.
 [[nodiscard]] inline std::string writers_end(const std::string& prefix) { return prefix + "g"; }
 
-/// A transaction that deletes `key`.
-[[nodiscard]] pb::TxnRequest delete_of(const std::string& key);
+/// Deletes `key` if it is still the one created at `revision` (0: whichever is there). A
+/// hold's key is named by its lease, which the process's next lock may reuse: a copy of the
+/// delete that reaches a member late then finds another key of that name, and leaves it.
+[[nodiscard]] pb::TxnRequest delete_of(const std::string& key, std::int64_t revision);
 
 /// The one key `key`.
 [[nodiscard]] pb::RangeRequest only(const std::string& key);

@@ -34,6 +34,7 @@ GrantReply EtcdBackend::stand(Try& t, const pb::RangeResponse& listed) {
     const pb::KeyValue& before = listed.kvs(static_cast<int>(standing.blocker));
     return queued(t, before.key(), before.create_revision());
   }
+  t.hold.revision = token;
   leave_queue(t);
   GrantReply reply;
   reply.kind = GrantReply::Kind::kBusy;
@@ -51,8 +52,13 @@ void EtcdBackend::leave_queue(Try& t) {
   pb::TxnResponse reply;
   // A budget of its own: the acquire's may be spent, and a key left behind would hold up
   // the requests behind it until its lease is revoked.
-  const grpc::Status status = channel_->txn(delete_of(t.hold.key), reply, deadline());
+  bool maybe_applied = false;
+  const grpc::Status status =
+      channel_->txn(delete_of(t.hold.key, t.hold.revision), reply, deadline(), &maybe_applied);
   t.hold.waiting = false;
+  // A copy that may still reach a member (an attempt that timed out): the lease is revoked
+  // rather than reused, so that no later key of this name meets it.
+  t.hold.in_doubt |= maybe_applied;
   if (status.ok()) {
     book_->let_go(t.hold);
   } else {
