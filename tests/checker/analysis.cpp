@@ -45,7 +45,7 @@ WorkerHistory parse_history(int worker, const std::string& text, long long kille
         hold.keys = split(keys);
         hold.tokens = split(tokens);
         long long valid_ms = 0;
-        if (fields >> valid_ms && valid_ms > 0) hold.valid_until = hold.begin + valid_ms * 1'000'000;
+        if (fields >> valid_ms && valid_ms >= 0) hold.valid_until = hold.begin + valid_ms * 1'000'000;
       } else {
         hold.kind = "exclusive";
       }
@@ -67,6 +67,12 @@ WorkerHistory parse_history(int worker, const std::string& text, long long kille
       current.valid_at_end = !(fields >> validity) || validity != "expired";
       history.holds.push_back(current);
       open = false;
+    } else if (kind == 'V') {
+      long long at = 0, valid_ms = -1;
+      if (!(fields >> at >> valid_ms) || valid_ms < 0) continue;
+      if (open && current.sequence == sequence) {
+        current.valid_until = std::max(current.valid_until, at + valid_ms * 1'000'000);
+      }
     } else if (kind == 'X') {
       std::string reason;
       long long at = 0;

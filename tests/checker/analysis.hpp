@@ -26,9 +26,10 @@ struct Hold {
   long long call = 0;    ///< the guard was called: no request sent before (0: not recorded)
   long long answer = 0;  ///< the first try's answer was read by then (0: not recorded)
   bool valid_at_end = true;  ///< the client still held the lease when the body ended
-  /// The client counted its lease held at least until then (begin + what it had left at the
-  /// begin; 0: not recorded). For a hold without an end line (its worker killed, its body
-  /// failed) it is all that is known of its validity.
+  /// The client counted its lease held at least until then: the latest of begin + what it
+  /// had left at the begin and of the validity lines' t + what it had left at t (0: not
+  /// recorded). For a hold without an end line (its worker killed, its body failed) it is all
+  /// that is known of its validity.
   long long valid_until = 0;
   /// Whether the client still counted its lease held at `t` (t >= begin), as far as its
   /// history shows.

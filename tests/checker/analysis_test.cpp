@@ -132,28 +132,54 @@ TEST(CheckerKinds, AnOverlapWithALapsedLeaseIsNotAViolation) {
 
 // A B line that records what the client had left at its begin, and no end line: the worker
 // was killed inside the body at `killed_ms`.
-WorkerHistory killed_hold(const char* kind, long long from_ms, long long valid_ms, long long killed_ms) {
+// A hold of worker 1 begun at from_ms with valid_ms left and no end line (killed at killed_ms);
+// `more` follows its B line (validity lines).
+WorkerHistory killed_hold(const char* kind, long long from_ms, long long valid_ms, long long killed_ms,
+                          const std::string& more = "") {
   const auto ns = [](long long ms) { return std::to_string(ms * 1'000'000); };
   const std::string line = "B 1 7 " + ns(from_ms) + " " + kind + " counter 7 " + ns(from_ms) + " " +
                            ns(from_ms) + " " + std::to_string(valid_ms) + "\n";
-  return parse_history(1, line, killed_ms * 1'000'000, 10'000'000'000);
+  return parse_history(1, line + more, killed_ms * 1'000'000, 10'000'000'000);
+}
+
+WorkerHistory writer_at(long long from_ms) {
+  return parse_history(2, kind_hold(1, "exclusive", "counter", from_ms, from_ms + 10), 0, 10'000'000'000);
 }
 
 TEST(CheckerKinds, AKilledHolderIsCountedHeldOnlyForWhatItHadLeftAtItsBegin) {
   // The reader had 1000 ms left and was killed at 4000 ms: a writer granted at 2500 ms may
   // have come after its lease lapsed; one granted at 500 ms came while it still held.
-  const auto writer = [](long long from_ms) {
-    return parse_history(2, kind_hold(1, "exclusive", "counter", from_ms, from_ms + 10), 0, 10'000'000'000);
-  };
   const WorkerHistory reader = killed_hold("shared", 0, 1000, 4000);
   ASSERT_EQ(reader.holds.size(), 1u);
   EXPECT_EQ(reader.holds[0].valid_until, 1'000'000'000);
-  const auto late = analyse_kinds({reader, writer(2500)}, {}, 0, false, 1'000'000'000);
+  const auto late = analyse_kinds({reader, writer_at(2500)}, {}, 0, false, 1'000'000'000);
   EXPECT_EQ(late.overlaps_expired, 1);
   EXPECT_TRUE(late.violations.empty());
-  const auto early = analyse_kinds({reader, writer(500)}, {}, 0, false, 1'000'000'000);
+  const auto early = analyse_kinds({reader, writer_at(500)}, {}, 0, false, 1'000'000'000);
   EXPECT_EQ(early.overlaps_held, 1);
   EXPECT_EQ(early.violations.size(), 1u);
+}
+
+TEST(CheckerKinds, AValidityLineExtendsWhatAKilledHolderIsCountedHeldFor) {
+  // Renewed in its body: at 800 ms it had 1000 ms left, so it held until 1800 ms at least.
+  const WorkerHistory renewed = killed_hold("shared", 0, 1000, 4000, "V 1 800000000 1000\n");
+  ASSERT_EQ(renewed.holds.size(), 1u);
+  EXPECT_EQ(renewed.holds[0].valid_until, 1'800'000'000);
+  const auto verdict = analyse_kinds({renewed, writer_at(1500)}, {}, 0, false, 1'000'000'000);
+  EXPECT_EQ(verdict.overlaps_held, 1);
+  EXPECT_EQ(verdict.violations.size(), 1u);
+  // A validity line of another section, or a shorter one, changes nothing.
+  const WorkerHistory other = killed_hold("shared", 0, 1000, 4000, "V 2 800000000 1000\nV 1 100000000 10\n");
+  EXPECT_EQ(other.holds[0].valid_until, 1'000'000'000);
+}
+
+TEST(CheckerKinds, AHolderThatHadNothingLeftAtItsBeginIsNotCountedHeld) {
+  const WorkerHistory lapsed = killed_hold("shared", 100, 0, 4000);
+  ASSERT_EQ(lapsed.holds.size(), 1u);
+  EXPECT_EQ(lapsed.holds[0].valid_until, 100'000'000);  // begin + 0: held at no instant
+  const auto verdict = analyse_kinds({lapsed, writer_at(500)}, {}, 0, false, 1'000'000'000);
+  EXPECT_EQ(verdict.overlaps_expired, 1);
+  EXPECT_TRUE(verdict.violations.empty());
 }
 
 TEST(CheckerKinds, AnOverlapIsJudgedWhereItStarts) {

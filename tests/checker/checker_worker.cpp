@@ -12,6 +12,8 @@
 //   B seq token t_begin kind keys tokens t_call t_answer valid_ms
 //                                                the body started holding `token`, its client
 //                                                counting it held for valid_ms more
+//   V seq t valid_ms                             in the body: the client counted the lease
+//                                                held for valid_ms more from t
 //   E seq token t_read t_write_sent t_write_done accepted|rejected|none t_end valid|expired
 //   X seq busy|unavailable|error t               the section did not run (reason)
 // t_answer: when a fair section's first try was seen answered busy (the client's metric

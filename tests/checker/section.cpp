@@ -21,8 +21,17 @@ void record(const Run& run, const std::string& line) {
 
 namespace {
 
-// " kind keys tokens t_call t_answer valid_ms" of the current lease ("" outside a guard);
-// valid_ms: what it had left, read after `begin` was taken.
+// How long from `begin` the client counts the current lease held, in whole milliseconds
+// rounded up: what it has left now plus what has passed since `begin` (-1 outside a guard).
+long long valid_ms_from(long long begin) {
+  const dlock::LeaseView lease = dlock::current_lease();
+  if (!lease) return -1;
+  const long long left = lease.remaining().count();
+  if (left <= 0) return 0;
+  return left + (monotonic_ns() - begin + 999'999) / 1'000'000;
+}
+
+// " kind keys tokens t_call t_answer valid_ms" of the current lease ("" outside a guard).
 std::string grant_fields(const Run& run, long long begin) {
   const dlock::LeaseView lease = dlock::current_lease();
   if (!lease) return "";
@@ -34,7 +43,15 @@ std::string grant_fields(const Run& run, long long begin) {
   const long long call = run.call_ns.load(), answer = run.answer_ns.load();
   return fmt::format(" {} {} {} {} {} {}", kind, fmt::join(keys, ","), fmt::join(lease.tokens(), ","),
                      call > 0 ? call : begin, answer > 0 ? std::min(answer, begin) : begin,
-                     lease.remaining().count());
+                     valid_ms_from(begin));
+}
+
+// "V seq t valid_ms": how long from t the client counts the lease held, so that a holder
+// killed later in its body (a watchdog renewal in between) is counted held that long.
+void record_validity(const Run& run) {
+  const long long now = monotonic_ns();
+  const long long valid_ms = valid_ms_from(now);
+  if (valid_ms >= 0) record(run, fmt::format("V {} {} {}", run.sequence, now, valid_ms));
 }
 
 // " valid" while the current lease is still known to be held, " expired" after; read after the
@@ -57,6 +74,7 @@ void fenced_increment(Run& run, std::uint64_t token, long long begin_ns) {
   // The unfenced counter, updated by the same sections: what the lock alone protects.
   const long raw = std::stol(run.resource->string({"GET", kRawKey}).value_or("0"));
   std::this_thread::sleep_for(std::chrono::microseconds(run.work_us));
+  record_validity(run);
   const long long t_write_sent = monotonic_ns();
   const auto written = run.resource->array(fence_call("write", t, std::to_string(value + 1)));
   const long long t_write_done = monotonic_ns();
@@ -72,6 +90,7 @@ void observe(Run& run) {
   const long long begin = monotonic_ns();
   record(run, fmt::format("B {} {} {}{}", run.sequence, t, begin, grant_fields(run, begin)));
   std::this_thread::sleep_for(std::chrono::microseconds(run.work_us));
+  record_validity(run);
   const long long end = monotonic_ns();
   record(run, fmt::format("E {} {} {} {} {} none {}{}", run.sequence, t, end, end, end, end, validity()));
 }

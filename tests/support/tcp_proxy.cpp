@@ -186,9 +186,10 @@ TcpProxy::TcpProxy(std::string target_host, int target_port) : state_(std::make_
             const std::size_t before = pipe->queued.size();
             if (!pipe->closed && !fill(*pipe, pipe == &it->up ? up_due : down_due)) pipe->closed = true;
             // The server's bytes passed (they are flushed below, before the client can answer
-            // them): the client's next bytes are late.
-            if (pipe == &it->down && pipe->queued.size() > before && delay_after_reply_.exchange(false)) {
-              set(Mode::kDelayRequests);
+            // them): the client's next bytes are late, unless another mode was set meanwhile.
+            Mode armed = Mode::kDelayRequestsArmed;
+            if (pipe == &it->down && pipe->queued.size() > before) {
+              mode_.compare_exchange_strong(armed, Mode::kDelayRequests);
             }
           }
         }
@@ -234,8 +235,7 @@ void TcpProxy::delay(std::chrono::milliseconds delay) {
 
 void TcpProxy::delay_requests_after_reply(std::chrono::milliseconds delay) {
   delay_ms_.store(delay.count());
-  set(Mode::kPass);
-  delay_after_reply_.store(true);
+  set(Mode::kDelayRequestsArmed);
 }
 
 void TcpProxy::stop() noexcept {

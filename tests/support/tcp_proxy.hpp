@@ -34,6 +34,7 @@ class TcpProxy {
     kTrickle,    ///< the server's bytes reach the client one every 5 ms (a TLS record
                  ///< arrives in pieces); the client's go as they come
     kDelayRequests,  ///< the client's bytes are copied delay() late; the server's as they come
+    kDelayRequestsArmed,  ///< as kPass until the server's next bytes pass, then kDelayRequests
   };
 
   /// Listens on a free loopback port and forwards to target_host:target_port. Throws
@@ -43,17 +44,15 @@ class TcpProxy {
   TcpProxy(const TcpProxy&) = delete;
   TcpProxy& operator=(const TcpProxy&) = delete;
 
-  void pass() {
-    delay_after_reply_.store(false);
-    set(Mode::kPass);
-  }
+  void pass() { set(Mode::kPass); }
   void blackhole() { set(Mode::kBlackhole); }
   void delay(std::chrono::milliseconds delay);
   void reset() { set(Mode::kReset); }
   void trickle() { set(Mode::kTrickle); }
-  /// Passes on until the server's next bytes have passed, then holds the client's bytes back
-  /// by `delay` (kDelayRequests): the request a client sends right after a reply reaches the
-  /// server late, though the one before it was answered at once.
+  /// Passes on until the server's next bytes have passed (kDelayRequestsArmed), then holds the
+  /// client's bytes back by `delay` (kDelayRequests): the request a client sends right after a
+  /// reply reaches the server late, though the one before it was answered at once. Any other
+  /// mode set meanwhile disarms it.
   void delay_requests_after_reply(std::chrono::milliseconds delay);
   [[nodiscard]] Mode mode() const { return mode_.load(); }
 
@@ -75,7 +74,6 @@ class TcpProxy {
   int port_ = 0;
   std::atomic<Mode> mode_{Mode::kPass};
   std::atomic<long> delay_ms_{0};
-  std::atomic<bool> delay_after_reply_{false};
   std::atomic<long> accepted_{0};
   std::unique_ptr<State> state_;
 };

@@ -370,9 +370,7 @@ ReleaseOutcome EtcdBackend::keep_until(std::string_view owner, const std::string
     // this process's next lock of the key, whose key would then be this one.
     book_->revoke(hold->lease, hold->fresh_until);
     // On time while this process lives; with its lease (whole seconds) if it does not.
-    if (hold->revision != 0) {
-      book_->doom(key, hold->revision, later(Clock::now(), keep_for), kept.fresh_until);
-    }
+    book_->doom(key, hold->revision, later(Clock::now(), keep_for), kept.fresh_until);
   }
   return ReleaseOutcome::kKept;
 }

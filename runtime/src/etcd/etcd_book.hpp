@@ -101,9 +101,12 @@ class EtcdBook {
     }
     return true;
   }
-  /// Deletes `key` (if still the one created at `revision`) at `when`.
+  /// Deletes `key` (if still the one created at `revision`) at `when`. Without a revision
+  /// (0) nothing is doomed: a delete by name alone could remove a later key of that name, so
+  /// the key is left to its lease.
   void doom(const std::string& key, std::int64_t revision, Clock::time_point when,
             Clock::time_point until) {
+    if (revision == 0) return;
     std::lock_guard lock(mutex_);
     doomed_[when].push_back(EtcdDoomed{key, revision, until});
     changed_.notify_all();
