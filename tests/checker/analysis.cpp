@@ -68,8 +68,10 @@ WorkerHistory parse_history(int worker, const std::string& text, long long kille
       history.holds.push_back(current);
       open = false;
     } else if (kind == 'V') {
-      long long at = 0, valid_ms = -1;
-      if (!(fields >> at >> valid_ms) || valid_ms < 0) continue;
+      long long at = 0, valid_ms = 0;
+      // Nothing left at `at` says nothing of when it lapsed: only time left extends the hold
+      // (a lease once lost stays lost, so it was held from the begin to then).
+      if (!(fields >> at >> valid_ms) || valid_ms <= 0) continue;
       if (open && current.sequence == sequence) {
         current.valid_until = std::max(current.valid_until, at + valid_ms * 1'000'000);
       }

@@ -168,8 +168,10 @@ TEST(CheckerKinds, AValidityLineExtendsWhatAKilledHolderIsCountedHeldFor) {
   const auto verdict = analyse_kinds({renewed, writer_at(1500)}, {}, 0, false, 1'000'000'000);
   EXPECT_EQ(verdict.overlaps_held, 1);
   EXPECT_EQ(verdict.violations.size(), 1u);
-  // A validity line of another section, or a shorter one, changes nothing.
-  const WorkerHistory other = killed_hold("shared", 0, 1000, 4000, "V 2 800000000 1000\nV 1 100000000 10\n");
+  // A validity line of another section, a shorter one, or one with nothing left (the lease
+  // lapsed at some time before it) changes nothing.
+  const WorkerHistory other = killed_hold("shared", 0, 1000, 4000,
+                                          "V 2 800000000 1000\nV 1 100000000 10\nV 1 3000000000 0\n");
   EXPECT_EQ(other.holds[0].valid_until, 1'000'000'000);
 }
 
