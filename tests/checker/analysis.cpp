@@ -69,8 +69,10 @@ WorkerHistory parse_history(int worker, const std::string& text, long long kille
       open = false;
     } else if (kind == 'V') {
       long long at = 0, valid_ms = 0;
-      // Nothing left at `at` says nothing of when it lapsed: only time left extends the hold
-      // (a lease once lost stays lost, so it was held from the begin to then).
+      // Nothing left at `at` says nothing of when it lapsed: only time left extends the hold.
+      // (Time left at `at` means held from the begin to then, but for a renewal answered
+      // after the client's deadline passed and before the watchdog declared the lease lost,
+      // which restores it: a gap of at most a renewal's round trip, counted held here.)
       if (!(fields >> at >> valid_ms) || valid_ms <= 0) continue;
       if (open && current.sequence == sequence) {
         current.valid_until = std::max(current.valid_until, at + valid_ms * 1'000'000);

@@ -382,16 +382,23 @@ class Run {
     return std::stol(resource_admin_->string({"HGET", checker::kStatsKey, field}).value_or("0"));
   }
 
+  // Whether a history's last line says its worker is inside a body: begun (B), or a
+  // validity line of the body (V) since.
+  static bool inside(const std::string& history) {
+    const std::string line = last_line(history);
+    return line.rfind("B ", 0) == 0 || line.rfind("V ", 0) == 0;
+  }
+
   // A worker inside its body, held stopped (SIGSTOP) so that it stays there; nullptr if no
   // worker could be caught inside within 3 s.
   Worker* stop_a_holder() {
     const auto give_up = std::chrono::steady_clock::now() + 3s;
     while (std::chrono::steady_clock::now() < give_up) {
       for (auto& w : workers_) {
-        if (w.killed_at != 0 || last_line(w.history).rfind("B ", 0) != 0) continue;
+        if (w.killed_at != 0 || !inside(w.history)) continue;
         w.process->signal(SIGSTOP);
         std::this_thread::sleep_for(5ms);  // let it reach the stop; it may have left the body
-        if (last_line(w.history).rfind("B ", 0) == 0) return &w;
+        if (inside(w.history)) return &w;
         w.process->signal(SIGCONT);
       }
       std::this_thread::sleep_for(1ms);

@@ -21,14 +21,17 @@ void record(const Run& run, const std::string& line) {
 
 namespace {
 
-// How long from `begin` the client counts the current lease held, in whole milliseconds
-// rounded up: what it has left now plus what has passed since `begin` (-1 outside a guard).
+// How long from `begin` the client counts the current lease held at least, in whole
+// milliseconds (-1 outside a guard): what it has left (rounded down by remaining()) plus
+// what had passed since `begin` before that was read (rounded down), so never past the
+// client's own deadline.
 long long valid_ms_from(long long begin) {
   const dlock::LeaseView lease = dlock::current_lease();
   if (!lease) return -1;
+  const long long passed = monotonic_ns() - begin;
   const long long left = lease.remaining().count();
   if (left <= 0) return 0;
-  return left + (monotonic_ns() - begin + 999'999) / 1'000'000;
+  return left + passed / 1'000'000;
 }
 
 // " kind keys tokens t_call t_answer valid_ms" of the current lease ("" outside a guard).

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <zookeeper/zookeeper.h>
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -32,7 +34,7 @@ class ForeignEntries : public LockContract {
     const Config config = topo_->config();
     const BackendConfig& b = config.backends.at("default");
     const std::string service = MemoryTopo::service();
-    if (GetParam() == "postgres") return foreign_row_entry(b.dsn, service, permit);
+    if (GetParam() == "postgres") return foreign_row_entry(b.dsn, b.table, service, permit);
     if (GetParam() == "zookeeper") {
       auto zk = std::make_shared<ZookeeperClient>(connect_string(b));
       std::string root = "/dlock/";
@@ -54,15 +56,15 @@ class ForeignEntries : public LockContract {
   }
   // The entry goes at the end of the queue of the service's one lock row (its token above
   // every token of the key, as the queue's statements make them), living 30 s.
-  static std::function<void()> foreign_row_entry(const std::string& dsn, const std::string& service,
-                                                 bool permit) {
+  static std::function<void()> foreign_row_entry(const std::string& dsn, const std::string& table,
+                                                 const std::string& service, bool permit) {
     auto pg = std::make_shared<PostgresClient>(dsn);
     std::string quoted;
     for (const char ch : service) quoted += ch == '\'' ? std::string("''") : std::string(1, ch);
     const std::string row = fmt::format("service = '{}'", quoted);
     const char* now_us = "(extract(epoch FROM clock_timestamp()) * 1000000)::int8";
     const auto added = pg->exec(fmt::format(R"(
-UPDATE dlock_locks SET
+UPDATE {table} SET
   queue = coalesce(queue, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
     'o', 'foreign:refused', 'k', {kind}, 'n', {permits}, 'f', false,
     't', greatest(coalesce(token, 0), coalesce(queue_token, 0)) + 1, 'e', {now} + 30000000, 'r', false,
@@ -72,17 +74,18 @@ UPDATE dlock_locks SET
 WHERE {row} RETURNING 1)",
                                             fmt::arg("kind", permit ? 2 : 1),
                                             fmt::arg("permits", permit ? 2 : 0),
-                                            fmt::arg("now", now_us), fmt::arg("row", row)));
+                                            fmt::arg("now", now_us), fmt::arg("row", row),
+                                            fmt::arg("table", table)));
     EXPECT_EQ(added.size(), 1u) << "no lock row of " << service;
-    return [pg, row] {
+    return [pg, table, row] {
       pg->exec(fmt::format(R"(
-UPDATE dlock_locks SET
+UPDATE {} SET
   queue = (SELECT coalesce(jsonb_agg(x ORDER BY (x->>'t')::int8), '[]'::jsonb)
            FROM jsonb_array_elements(queue) x WHERE x->>'o' <> 'foreign:refused'),
   queue_until = (SELECT coalesce(timestamptz 'epoch' + max((x->>'e')::int8) * interval '1 microsecond',
                                  clock_timestamp())
                  FROM jsonb_array_elements(queue) x WHERE x->>'o' <> 'foreign:refused')
-WHERE {})", row));
+WHERE {})", table, row));
     };
   }
   static std::string connect_string(const BackendConfig& b) {
@@ -118,14 +121,21 @@ TEST_P(ForeignEntries, AQueuedPermitIsNotRefusedByAnEntryThatComesFirst) {
   ASSERT_TRUE(holder) << holder.error();
   const auto remove = foreign(false);
   Lease waited;
-  std::thread waiter([&] { waited = c.acquire("doc", kind(LockMode::kExclusive, 1, 8s)); });
+  std::atomic<bool> answered{false};
+  std::thread waiter([&] {
+    waited = c.acquire("doc", kind(LockMode::kExclusive, 1, 8s));
+    answered = true;
+  });
   JoinOnExit join_waiter{waiter};
   // Queued once a waiting try was answered busy. Where a watch costs a connection
   // (postgres), the first busy answer is a try that keeps no place; the waiting one follows.
-  const long queued = GetParam() == "postgres" ? 2 : 1;
+  const std::uint64_t queued = GetParam() == "postgres" ? 2 : 1;
   ASSERT_TRUE(wait_until([&] { return c.metrics().contention >= queued; }, 5s, 1ms));
+  const auto before = c.metrics().contention;
   holder.release();  // the shared entry is first now
-  std::this_thread::sleep_for(500ms);
+  // The waiter looked again with the entry first, and still waits.
+  EXPECT_TRUE(wait_until([&] { return c.metrics().contention > before; }, 3s, 1ms));
+  EXPECT_FALSE(answered.load()) << "the waiter was answered while the shared entry came first";
   remove();
   waiter.join();
   EXPECT_TRUE(waited) << waited.error();
