@@ -130,8 +130,6 @@ TEST(CheckerKinds, AnOverlapWithALapsedLeaseIsNotAViolation) {
   EXPECT_TRUE(v.violations.empty());
 }
 
-// A B line that records what the client had left at its begin, and no end line: the worker
-// was killed inside the body at `killed_ms`.
 // A hold of worker 1 begun at from_ms with valid_ms left and no end line (killed at killed_ms);
 // `more` follows its B line (validity lines).
 WorkerHistory killed_hold(const char* kind, long long from_ms, long long valid_ms, long long killed_ms,

@@ -25,8 +25,7 @@ namespace {
 // milliseconds (-1 outside a guard): what it has left (rounded down by remaining()) plus
 // what had passed since `begin` before that was read (rounded down), so never past the
 // client's own deadline.
-long long valid_ms_from(long long begin) {
-  const dlock::LeaseView lease = dlock::current_lease();
+long long valid_ms_from(const dlock::LeaseView& lease, long long begin) {
   if (!lease) return -1;
   const long long passed = monotonic_ns() - begin;
   const long long left = lease.remaining().count();
@@ -46,14 +45,14 @@ std::string grant_fields(const Run& run, long long begin) {
   const long long call = run.call_ns.load(), answer = run.answer_ns.load();
   return fmt::format(" {} {} {} {} {} {}", kind, fmt::join(keys, ","), fmt::join(lease.tokens(), ","),
                      call > 0 ? call : begin, answer > 0 ? std::min(answer, begin) : begin,
-                     valid_ms_from(begin));
+                     valid_ms_from(lease, begin));
 }
 
 // "V seq t valid_ms": how long from t the client counts the lease held, so that a holder
 // killed later in its body (a watchdog renewal in between) is counted held that long.
 void record_validity(const Run& run) {
   const long long now = monotonic_ns();
-  const long long valid_ms = valid_ms_from(now);
+  const long long valid_ms = valid_ms_from(dlock::current_lease(), now);
   if (valid_ms >= 0) record(run, fmt::format("V {} {} {}", run.sequence, now, valid_ms));
 }
 

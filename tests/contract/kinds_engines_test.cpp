@@ -63,28 +63,28 @@ class ForeignEntries : public LockContract {
     for (const char ch : service) quoted += ch == '\'' ? std::string("''") : std::string(1, ch);
     const std::string row = fmt::format("service = '{}'", quoted);
     const char* now_us = "(extract(epoch FROM clock_timestamp()) * 1000000)::int8";
+    const char* next_token = "greatest(coalesce(token, 0), coalesce(queue_token, 0)) + 1";
     const auto added = pg->exec(fmt::format(R"(
 UPDATE {table} SET
   queue = coalesce(queue, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
     'o', 'foreign:refused', 'k', {kind}, 'n', {permits}, 'f', false,
-    't', greatest(coalesce(token, 0), coalesce(queue_token, 0)) + 1, 'e', {now} + 30000000, 'r', false,
+    't', {next}, 'e', {now} + 30000000, 'r', false,
     'w', 0, 'a', {now}, 'ls', 30000, 'h', '', 'p', 0, 'th', 0, 'nm', '')),
-  queue_token = greatest(coalesce(token, 0), coalesce(queue_token, 0)) + 1,
+  queue_token = {next},
   queue_until = greatest(queue_until, clock_timestamp() + interval '30 seconds')
 WHERE {row} RETURNING 1)",
                                             fmt::arg("kind", permit ? 2 : 1),
                                             fmt::arg("permits", permit ? 2 : 0),
-                                            fmt::arg("now", now_us), fmt::arg("row", row),
+                                            fmt::arg("now", now_us), fmt::arg("next", next_token),
+                                            fmt::arg("row", row),
                                             fmt::arg("table", table)));
     EXPECT_EQ(added.size(), 1u) << "no lock row of " << service;
     return [pg, table, row] {
       pg->exec(fmt::format(R"(
-UPDATE {} SET
-  queue = (SELECT coalesce(jsonb_agg(x ORDER BY (x->>'t')::int8), '[]'::jsonb)
-           FROM jsonb_array_elements(queue) x WHERE x->>'o' <> 'foreign:refused'),
-  queue_until = (SELECT coalesce(timestamptz 'epoch' + max((x->>'e')::int8) * interval '1 microsecond',
-                                 clock_timestamp())
-                 FROM jsonb_array_elements(queue) x WHERE x->>'o' <> 'foreign:refused')
+UPDATE {} SET (queue, queue_until) = (
+  SELECT coalesce(jsonb_agg(x ORDER BY (x->>'t')::int8), '[]'::jsonb),
+         coalesce(timestamptz 'epoch' + max((x->>'e')::int8) * interval '1 microsecond', clock_timestamp())
+  FROM jsonb_array_elements(queue) x WHERE x->>'o' <> 'foreign:refused')
 WHERE {})", table, row));
     };
   }

@@ -187,8 +187,8 @@ TcpProxy::TcpProxy(std::string target_host, int target_port) : state_(std::make_
             if (!pipe->closed && !fill(*pipe, pipe == &it->up ? up_due : down_due)) pipe->closed = true;
             // The server's bytes passed (they are flushed below, before the client can answer
             // them): the client's next bytes are late, unless another mode was set meanwhile.
-            Mode armed = Mode::kDelayRequestsArmed;
-            if (pipe == &it->down && pipe->queued.size() > before) {
+            if (mode == Mode::kDelayRequestsArmed && pipe == &it->down && pipe->queued.size() > before) {
+              Mode armed = Mode::kDelayRequestsArmed;
               mode_.compare_exchange_strong(armed, Mode::kDelayRequests);
             }
           }

@@ -24,9 +24,9 @@ GrantReply EtcdBackend::stand(Try& t, const pb::RangeResponse& listed) {
   const Standing standing = standing_of(kinds, *place, t.watch != nullptr && t.hold.waiting);
   const std::int64_t token = listed.kvs(static_cast<int>(*place)).create_revision();
   if (standing.is == Standing::Is::kHolder) return granted(t, token);
+  t.hold.revision = token;  // a waiter's place, or the key that leaving deletes
   const pb::KeyValue& first = listed.kvs(0);
   if (standing.is == Standing::Is::kWaiter && t.watch) {
-    t.hold.revision = token;
     // A permit may be freed by any key before its own going: it watches them all.
     if (t.request.kind == LockKind::kPermit) {
       return queued(t, t.prefix, first.create_revision(), prefix_end(t.prefix));
@@ -34,7 +34,6 @@ GrantReply EtcdBackend::stand(Try& t, const pb::RangeResponse& listed) {
     const pb::KeyValue& before = listed.kvs(static_cast<int>(standing.blocker));
     return queued(t, before.key(), before.create_revision());
   }
-  t.hold.revision = token;
   leave_queue(t);
   GrantReply reply;
   reply.kind = GrantReply::Kind::kBusy;
