@@ -114,6 +114,22 @@ double handoff(dlock::Client& holder, dlock::Client& waiter, bool fair) {
   return micros(Clock::time_point(Clock::duration(acquired.load())) - released);
 }
 
+// The server's time in scripts so far, in microseconds (INFO commandstats: EVAL and EVALSHA).
+double script_usec(dlock::bench::RawConnection& conn) {
+  redisReply* reply = conn.command("INFO commandstats");
+  const std::string info = reply->type == REDIS_REPLY_STRING
+                               ? std::string(reply->str, reply->len)
+                               : "";
+  freeReplyObject(reply);
+  double usec = 0;
+  for (const std::string verb : {"cmdstat_evalsha:", "cmdstat_eval:"}) {
+    const auto line = info.find(verb);
+    const auto at = line == std::string::npos ? line : info.find("usec=", line);
+    if (at != std::string::npos) usec += std::stod(info.substr(at + 5));
+  }
+  return usec;
+}
+
 int int_arg(int argc, char** argv, const char* name, int fallback) {
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], name) == 0) return std::stoi(argv[i + 1]);
@@ -131,10 +147,16 @@ int main(int argc, char** argv) try {
   dlock::set_log_level(dlock::LogLevel::kError);
   dlock::Client client(dlock::bench::single_node_config("kinds"));
   const std::vector<std::string> kinds{"exclusive", "two_keys", "permit", "shared"};
-  std::map<std::string, std::vector<double>> cycle;
+  std::map<std::string, std::vector<double>> cycle, server;
+  dlock::bench::RawConnection stats;
   for (const auto& kind : kinds) cycle_batch(client, kind, batch / 4);  // warm-up
   for (int r = 0; r < rounds; ++r) {
-    for (const auto& kind : kinds) cycle[kind].push_back(cycle_batch(client, kind, batch));
+    for (const auto& kind : kinds) {
+      const double before = script_usec(stats);
+      cycle[kind].push_back(cycle_batch(client, kind, batch));
+      // The batch's last release may still be on its way: at most one script in `batch`.
+      server[kind].push_back((script_usec(stats) - before) / batch);
+    }
   }
   std::vector<double> shared_tput, exclusive_tput;
   for (int r = 0; r < 3; ++r) {
@@ -155,15 +177,20 @@ int main(int argc, char** argv) try {
   fmt::print("cycle (us, median of {} batches of {}): exclusive {:.1f}, two keys {:.1f}, permit "
              "{:.1f}, shared {:.1f}\n",
              rounds, batch, x, two, permit, shared);
+  const double sx = median(server["exclusive"]), stwo = median(server["two_keys"]);
+  fmt::print("server time in scripts per cycle (us, median): exclusive {:.1f}, two keys {:.1f}, "
+             "permit {:.1f}, shared {:.1f}\n",
+             sx, stwo, median(server["permit"]), median(server["shared"]));
   fmt::print("8 threads on one key ({} ms, median of 3): shared {:.0f}/s, exclusive {:.0f}/s\n",
              span.count(), st, xt);
   fmt::print("handoff (us, median of {}): plain {:.1f}, fair {:.1f}\n", handoffs, ph, fh);
   fmt::print("RESULT kinds exclusive_us={:.1f} two_keys_us={:.1f} permit_us={:.1f} shared_us={:.1f} "
              "two_keys_ratio={:.2f} permit_ratio={:.2f} shared_ratio={:.2f} shared_tput={:.0f} "
              "exclusive_tput={:.0f} tput_ratio={:.2f} plain_handoff_us={:.1f} "
-             "fair_handoff_us={:.1f} handoff_ratio={:.2f}\n",
+             "fair_handoff_us={:.1f} handoff_ratio={:.2f} exclusive_server_us={:.1f} "
+             "two_keys_server_us={:.1f}\n",
              x, two, permit, shared, two / x, permit / x, shared / x, st, xt, st / xt, ph, fh,
-             fh / ph);
+             fh / ph, sx, stwo);
   return 0;
 } catch (const std::exception& e) {
   fmt::print(stderr, "dlock_bench_kinds: {}\n", e.what());

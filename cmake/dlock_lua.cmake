@@ -8,7 +8,9 @@ set(DLOCK_LUA_SCRIPTS
   ${PROJECT_SOURCE_DIR}/runtime/lua/acquire_shared.lua
   ${PROJECT_SOURCE_DIR}/runtime/lua/acquire_together.lua
   ${PROJECT_SOURCE_DIR}/runtime/lua/renew.lua
+  ${PROJECT_SOURCE_DIR}/runtime/lua/release_lock.lua
   ${PROJECT_SOURCE_DIR}/runtime/lua/release.lua
+  ${PROJECT_SOURCE_DIR}/runtime/lua/release_together.lua
   ${PROJECT_SOURCE_DIR}/runtime/lua/force_release.lua
   ${PROJECT_SOURCE_DIR}/runtime/lua/claim_run.lua
   ${PROJECT_SOURCE_DIR}/runtime/lua/finish_run.lua)

@@ -16,10 +16,11 @@ local now_us = server_now_us()
 local not_after = tonumber(ARGV[3])
 local late = not_after > 0 and now_us > not_after
 local m = #KEYS / 5
-local owners = {}
+local owners, heads = {}, {}
 for i = 1, m do
   local lock, fence, holders = KEYS[5 * i - 4], KEYS[5 * i - 3], KEYS[5 * i - 2]
-  local owner = redis.call('HGET', lock, 'owner')
+  heads[i] = redis.call('HMGET', lock, 'owner', 'wpending', 'w:' .. ARGV[1])
+  local owner = heads[i][1]
   if is_marker(owner) and prune_holders(lock, holders, now_us) == 0 then
     clear_holders(lock, holders)
     owner = nil
@@ -61,10 +62,11 @@ for i = 1, m do
     redis.call('HSET', lock, 'owner', ARGV[1], 'token', token_text, 'host', ARGV[4],
                'pid', ARGV[5], 'thread', ARGV[6], 'name', ARGV[7],
                'acquired_at_ms', us_text(math.floor(now_us / 1000)), 'lease_ms', ARGV[2])
-    redis.call('HDEL', lock, 'wpending')
-    local n = redis.call('HGET', lock, 'w:' .. ARGV[1])
-    if n then
-      redis.call('HDEL', lock, 'w:' .. ARGV[1], 'q:' .. n)
+    if heads[i][2] then
+      redis.call('HDEL', lock, 'wpending')
+    end
+    if heads[i][3] then
+      redis.call('HDEL', lock, 'w:' .. ARGV[1], 'q:' .. heads[i][3])
     end
     redis.call('PEXPIRE', lock, ARGV[2])
     out[i + 2] = tonumber(token_text)

@@ -132,6 +132,13 @@ enum class ReleaseOutcome {
   kUnavailable,  ///< unknown: the key expires with its lease
 };
 
+/// One key of a release of several (Backend::release_together): what release() takes.
+struct ReleaseItem {
+  Key key;
+  std::string owner;
+  Millis keep_for{0};
+};
+
 /// A waiter's interest in release notifications for one key, armed when created.
 class ReleaseWatch {
  public:
@@ -172,6 +179,25 @@ class Backend {
   /// path, no connection to be had): nothing was applied, and `done` is not called.
   virtual bool release_later(const Key& /*key*/, std::string_view /*owner*/, Millis /*keep_for*/,
                              std::function<void(ReleaseOutcome)> /*done*/) noexcept {
+    return false;
+  }
+  /// Releases the keys of `items`, which takes_together() accepts, in one request where the
+  /// engine can; one outcome per item, in order, each as release() would give it.
+  virtual std::vector<ReleaseOutcome> release_together(
+      const std::vector<ReleaseItem>& items) noexcept {
+    std::vector<ReleaseOutcome> outcomes;
+    outcomes.reserve(items.size());
+    for (const ReleaseItem& item : items) {
+      outcomes.push_back(release(item.key, item.owner, item.keep_for));
+    }
+    return outcomes;
+  }
+  /// release_together() without waiting for the answer, as release_later() releases one key.
+  /// Returns false when the engine cannot release this way now: nothing was applied, and
+  /// `done` is not called.
+  virtual bool release_together_later(
+      const std::vector<ReleaseItem>& /*items*/,
+      std::function<void(std::vector<ReleaseOutcome>)> /*done*/) noexcept {
     return false;
   }
   /// Arms a watch for releases of `key`. Never fails: without notifications the waiter

@@ -398,25 +398,18 @@ Lease ClientCore::refuse_late_grant(const std::shared_ptr<Backend>& backend, con
 ReleaseStatus ClientCore::release(const std::shared_ptr<LeaseState>& lease, Wait wait,
                                   bool keep_min_hold) noexcept {
   if (!lease->parts.empty()) return release_parts(lease, wait);
-  {
-    std::lock_guard lock(holds_mutex_);
-    if (lease->holds.fetch_sub(1) > 1) return ReleaseStatus::kStillHeld;
-    auto it = holds_.find(HoldKey{lease->thread, lease->settings.backend, lease->key.str()});
-    if (it != holds_.end() && it->second.lock() == lease) holds_.erase(it);
-    lease->mark_released();
-  }
-  const auto now = Clock::now();
-  lease->series->hold_time.record(now - lease->acquired_at);
-  const auto held_ms = std::chrono::duration_cast<Millis>(now - lease->acquired_at).count();
-  const auto keep_until = later(lease->acquired_at, lease->settings.min_hold);
-  const auto keep_for = keep_min_hold && keep_until > now
-                            ? std::chrono::ceil<Millis>(keep_until - now)
-                            : Millis{0};
+  const std::optional<Ending> ending = end_here(lease, keep_min_hold);
+  if (!ending) return ReleaseStatus::kStillHeld;
+  return release_ended(lease, *ending, wait);
+}
+
+ReleaseStatus ClientCore::release_ended(const std::shared_ptr<LeaseState>& lease,
+                                        const Ending& ending, Wait wait) noexcept {
   if (wait == Wait::kNo) {
     const BackendConfig& config = lease->backend->config();
     settler::begin(2 * (config.connect_timeout + config.command_timeout));
-    const auto report = [lease, keep_for, held_ms](ReleaseOutcome outcome) {
-      lease->core->report_release(lease, outcome, keep_for, held_ms);
+    const auto report = [lease, ending](ReleaseOutcome outcome) {
+      lease->core->report_release(lease, outcome, ending.keep_for, ending.held_ms);
       settler::end();
     };
     // A loss calls on_lost: on the settler's thread, not on whichever caller read the reply.
@@ -427,13 +420,30 @@ ReleaseStatus ClientCore::release(const std::shared_ptr<LeaseState>& lease, Wait
         settler::post([report, outcome] { report(outcome); });
       }
     };
-    if (lease->backend->release_later(lease->key, lease->owner, keep_for, done)) {
+    if (lease->backend->release_later(lease->key, lease->owner, ending.keep_for, done)) {
       return ReleaseStatus::kReleased;
     }
     settler::end();
   }
-  return report_release(lease, lease->backend->release(lease->key, lease->owner, keep_for),
-                        keep_for, held_ms);
+  return report_release(lease, lease->backend->release(lease->key, lease->owner, ending.keep_for),
+                        ending.keep_for, ending.held_ms);
+}
+
+std::optional<ClientCore::Ending> ClientCore::end_here(const std::shared_ptr<LeaseState>& lease,
+                                                       bool keep_min_hold) noexcept {
+  {
+    std::lock_guard lock(holds_mutex_);
+    if (lease->holds.fetch_sub(1) > 1) return std::nullopt;
+    auto it = holds_.find(HoldKey{lease->thread, lease->settings.backend, lease->key.str()});
+    if (it != holds_.end() && it->second.lock() == lease) holds_.erase(it);
+    lease->mark_released();
+  }
+  const auto now = Clock::now();
+  lease->series->hold_time.record(now - lease->acquired_at);
+  const auto keep_until = later(lease->acquired_at, lease->settings.min_hold);
+  return Ending{keep_min_hold && keep_until > now ? std::chrono::ceil<Millis>(keep_until - now)
+                                                  : Millis{0},
+                std::chrono::duration_cast<Millis>(now - lease->acquired_at).count()};
 }
 
 ReleaseStatus ClientCore::report_release(const std::shared_ptr<LeaseState>& lease,

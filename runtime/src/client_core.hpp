@@ -92,8 +92,27 @@ class ClientCore : public std::enable_shared_from_this<ClientCore> {
   /// `written` maps each key as given to its part, when some were given twice.
   Lease join(std::vector<std::shared_ptr<LeaseState>> parts, const LockSettings& settings,
              std::string_view name, std::vector<std::size_t> written = {});
-  /// Releases every part of a lease of several keys, last key first.
+  /// What ending a hold in this process leaves to tell the server: how long the key is kept
+  /// (min_hold) and how long it was held.
+  struct Ending {
+    Millis keep_for{0};
+    long long held_ms = 0;
+  };
+  /// Ends the hold here (reentrancy count, this thread's holds, the hold-time series);
+  /// nothing when it was an inner hold, which nothing on the server ends.
+  std::optional<Ending> end_here(const std::shared_ptr<LeaseState>& lease,
+                                 bool keep_min_hold) noexcept;
+  /// Tells the server of a hold ended here (release()).
+  ReleaseStatus release_ended(const std::shared_ptr<LeaseState>& lease, const Ending& ending,
+                              Wait wait) noexcept;
+  /// Releases every part of a lease of several keys, last key first; in one request where
+  /// the engine takes the keys together.
   ReleaseStatus release_parts(const std::shared_ptr<LeaseState>& lease, Wait wait) noexcept;
+  /// Releases `parts` (ended here as `endings` say) in one request; each part's outcome is
+  /// reported as release() reports one.
+  std::vector<ReleaseStatus> release_together(const std::vector<std::shared_ptr<LeaseState>>& parts,
+                                              const std::vector<Ending>& endings,
+                                              Wait wait) noexcept;
   Lease grant(const std::shared_ptr<Backend>& backend, const Key& key,
               const LockSettings& settings, std::string_view name, const std::string& owner,
               std::uint64_t token, Clock::time_point sent, std::shared_ptr<NameMetrics> series,

@@ -7,6 +7,7 @@
 #include "client_core.hpp"
 #include "log.hpp"
 #include "owner.hpp"
+#include "settler.hpp"
 
 namespace dlock::internal {
 
@@ -201,7 +202,7 @@ ClientCore::Together ClientCore::take_together(const std::shared_ptr<Backend>& e
     parts[i] = std::move(one.state_);
     pop_current(parts[i].get());
   }
-  return Together{std::move(parts), std::nullopt, Millis{0}};
+  return Together{std::move(parts), std::nullopt, Millis{0}, std::nullopt, {}};
 }
 
 Lease ClientCore::join(std::vector<std::shared_ptr<LeaseState>> parts,
@@ -235,11 +236,78 @@ ReleaseStatus ClientCore::release_parts(const std::shared_ptr<LeaseState>& lease
     return 0;
   };
   ReleaseStatus worst = ReleaseStatus::kNotHeld;
-  for (auto part = lease->parts.rbegin(); part != lease->parts.rend(); ++part) {
-    const ReleaseStatus status = release(*part, wait);
+  const auto count = [&](ReleaseStatus status) {
     if (rank(status) > rank(worst)) worst = status;
+  };
+  // The parts this release ends (not inner holds), last key first.
+  std::vector<std::shared_ptr<LeaseState>> ended;
+  std::vector<Ending> endings;
+  std::vector<Key> keys;
+  for (auto part = lease->parts.rbegin(); part != lease->parts.rend(); ++part) {
+    std::optional<Ending> ending = end_here(*part, true);
+    if (!ending) {
+      count(ReleaseStatus::kStillHeld);
+      continue;
+    }
+    ended.push_back(*part);
+    endings.push_back(*ending);
+    keys.push_back((*part)->key);
   }
+  const bool one_engine = std::all_of(ended.begin(), ended.end(), [&](const auto& part) {
+    return part->backend == lease->backend;
+  });
+  if (ended.size() > 1 && one_engine && lease->backend->takes_together(keys)) {
+    for (ReleaseStatus status : release_together(ended, endings, wait)) count(status);
+    return worst;
+  }
+  for (std::size_t i = 0; i < ended.size(); ++i) count(release_ended(ended[i], endings[i], wait));
   return worst;
+}
+
+std::vector<ReleaseStatus> ClientCore::release_together(
+    const std::vector<std::shared_ptr<LeaseState>>& parts, const std::vector<Ending>& endings,
+    Wait wait) noexcept {
+  const std::shared_ptr<Backend>& engine = parts.front()->backend;
+  std::vector<ReleaseItem> items;
+  items.reserve(parts.size());
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    items.push_back(ReleaseItem{parts[i]->key, parts[i]->owner, endings[i].keep_for});
+  }
+  if (wait == Wait::kNo) {
+    const BackendConfig& config = engine->config();
+    settler::begin(2 * (config.connect_timeout + config.command_timeout));
+    const auto report = [parts, endings](const std::vector<ReleaseOutcome>& outcomes) {
+      for (std::size_t i = 0; i < parts.size(); ++i) {
+        parts[i]->core->report_release(parts[i], outcomes[i], endings[i].keep_for,
+                                       endings[i].held_ms);
+      }
+      settler::end();
+    };
+    // A loss calls on_lost: on the settler's thread, as release() reports one.
+    const auto done = [report](std::vector<ReleaseOutcome> outcomes) {
+      const bool quiet =
+          std::all_of(outcomes.begin(), outcomes.end(), [](ReleaseOutcome outcome) {
+            return outcome == ReleaseOutcome::kReleased || outcome == ReleaseOutcome::kKept;
+          });
+      if (quiet) {
+        report(outcomes);
+      } else {
+        settler::post([report, outcomes = std::move(outcomes)] { report(outcomes); });
+      }
+    };
+    if (engine->release_together_later(items, done)) {
+      return std::vector<ReleaseStatus>(parts.size(), ReleaseStatus::kReleased);
+    }
+    settler::end();
+  }
+  const std::vector<ReleaseOutcome> outcomes = engine->release_together(items);
+  std::vector<ReleaseStatus> statuses;
+  statuses.reserve(parts.size());
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    statuses.push_back(report_release(parts[i], outcomes[i], endings[i].keep_for,
+                                      endings[i].held_ms));
+  }
+  return statuses;
 }
 
 }  // namespace dlock::internal

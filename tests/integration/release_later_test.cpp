@@ -26,6 +26,17 @@ class ReleaseLater : public OneServerSuite {
   static bool exists(const Key& key) {
     return RedisAdmin(*server_).integer({"EXISTS", lock_key(key)}) == 1;
   }
+  // How many scripts the server has run: EVALSHA, and EVAL (a script's first time on a
+  // connection, or after NOSCRIPT).
+  static long long script_calls() {
+    const std::string info = RedisAdmin(*server_).command({"INFO", "commandstats"});
+    long long calls = 0;
+    for (const std::string verb : {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="}) {
+      const auto at = info.find(verb);
+      if (at != std::string::npos) calls += std::stoll(info.substr(at + verb.size()));
+    }
+    return calls;
+  }
   // Holds back every write (scripts included) for `pause`; reads still answer.
   static void pause_writes(std::chrono::milliseconds pause) {
     ASSERT_EQ(
@@ -158,6 +169,64 @@ TEST_F(ReleaseLater, AnAppliedReleaseWhoseAnswerCameTooLateIsNotCalledALoss) {
   std::this_thread::sleep_for(500ms);
   EXPECT_FALSE(lost.load()) << "a lease whose release was applied was reported lost";
   EXPECT_EQ(a.metrics().losses, 0u);
+}
+
+// The keys of a lease that one server holds are taken in one request and released in one.
+TEST_F(ReleaseLater, ALeaseOfSeveralKeysIsReleasedInOneRequest) {
+  Client client(single_node_config(*server_));
+  const std::vector<Key> keys{"acct:1", "acct:2", "acct:3"};
+  {  // the server has the scripts, and the connection knows it has
+    Lease warm = client.acquire(std::vector<Key>{"warm:1", "warm:2"}, settings(10s));
+  }
+  ASSERT_TRUE(wait_until([&] { return client.metrics().releases == 2; }, 3s, 5ms));
+  const long long before = script_calls();
+  {
+    Lease all = client.acquire(keys, settings(10s));
+    ASSERT_TRUE(all) << all.error();
+  }
+  EXPECT_TRUE(wait_until([&] { return client.metrics().releases == 5; }, 3s, 5ms));
+  for (const Key& key : keys) EXPECT_FALSE(exists(key)) << key.str();
+  EXPECT_EQ(script_calls() - before, 2) << "one request to take the keys, one to release them";
+  EXPECT_EQ(client.metrics().release_failures, 0u);
+  // An explicit release too, and it says what happened.
+  Lease again = client.acquire(keys, settings(10s));
+  ASSERT_TRUE(again);
+  const long long taken = script_calls();
+  EXPECT_EQ(again.release(), ReleaseStatus::kReleased);
+  EXPECT_EQ(script_calls() - taken, 1);
+  for (const Key& key : keys) EXPECT_FALSE(exists(key)) << key.str();
+}
+
+// One key of the lease is another owner's by the time of the release: that key is a loss,
+// left to its owner, and the others are released all the same.
+TEST_F(ReleaseLater, AKeyOfSeveralFoundTakenAtReleaseIsLostAndTheOthersAreReleased) {
+  Client client(single_node_config(*server_));
+  Lease both = client.acquire(std::vector<Key>{"acct:1", "acct:2"}, settings(10s));
+  ASSERT_TRUE(both);
+  RedisAdmin(*server_).command({"HSET", lock_key("acct:2"), "owner", "intruder"});
+  EXPECT_EQ(both.release(), ReleaseStatus::kLost);
+  EXPECT_FALSE(exists("acct:1"));
+  EXPECT_EQ(RedisAdmin(*server_).string({"HGET", lock_key("acct:2"), "owner"}), "intruder");
+  EXPECT_EQ(client.metrics().releases, 1u);
+  EXPECT_EQ(client.metrics().release_failures, 1u);
+  EXPECT_EQ(client.metrics().losses, 1u);
+}
+
+// As for one key: the release of several that the server refuses for a forgotten script is
+// sent again with the script, and every key is released, none called lost.
+TEST_F(ReleaseLater, AReleaseOfSeveralKeysRefusedForAForgottenScriptIsSentAgain) {
+  Client client(single_node_config(*server_));
+  const std::vector<Key> keys{"acct:1", "acct:2"};
+  { Lease warm = client.acquire(keys, settings(10s)); }  // the connection sent the script
+  ASSERT_TRUE(wait_until([&] { return client.metrics().releases == 2; }, 3s, 5ms));
+  Lease lease = client.acquire(keys, settings(10s));
+  ASSERT_TRUE(lease);
+  ASSERT_EQ(RedisAdmin(*server_).command({"SCRIPT", "FLUSH"}), "OK");
+  lease = Lease();
+  EXPECT_TRUE(wait_until([&] { return client.metrics().releases == 4; }, 3s, 5ms));
+  for (const Key& key : keys) EXPECT_FALSE(exists(key)) << key.str();
+  EXPECT_EQ(client.metrics().release_failures, 0u);
+  EXPECT_EQ(client.metrics().losses, 0u);
 }
 
 TEST_F(ReleaseLater, ShutdownWaitsForAReleaseInFlight) {

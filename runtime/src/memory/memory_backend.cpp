@@ -422,6 +422,12 @@ class MemoryBackend final : public Backend, public RunStore, public AdminBackend
     done(release(key, owner, keep_for));
     return true;
   }
+  bool release_together_later(const std::vector<ReleaseItem>& items,
+                              std::function<void(std::vector<ReleaseOutcome>)> done) noexcept
+      override {
+    done(release_together(items));
+    return true;
+  }
   std::unique_ptr<ReleaseWatch> watch(const Key& key) override {
     return store_->signals().watch(key.str());
   }

@@ -100,6 +100,23 @@ ScriptCall release_call(const LockKeys& keys, std::string_view owner, Millis kee
                      std::to_string(token_floor), fence_lifetime_text()}};
 }
 
+ScriptCall release_together_call(const std::vector<LockKeys>& keys,
+                                 const std::vector<ReleaseItem>& items) {
+  ScriptCall call{&release_together_script(), {}, {fence_lifetime_text()}};
+  call.keys.reserve(5 * keys.size());
+  call.args.reserve(1 + 3 * keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const LockKeys& one = keys[i];
+    for (const std::string* key : {&one.lock, &one.fence, &one.holders, &one.queue, &one.places}) {
+      call.keys.push_back(*key);
+    }
+    call.args.push_back(items[i].owner);
+    call.args.push_back(millis_text(items[i].keep_for));
+    call.args.push_back(one.channel);
+  }
+  return call;
+}
+
 GrantReply grant_of(const Reply& reply) {
   GrantReply out;
   out.kind = GrantReply::Kind::kUnavailable;
@@ -168,16 +185,37 @@ RenewOutcome renew_outcome_of(const Reply& reply) {
   }
 }
 
-ReleaseOutcome release_outcome_of(const Reply& reply) {
-  if (!reply.ok() || !reply.is_integer()) return ReleaseOutcome::kUnavailable;
-  switch (reply.integer()) {
+namespace {
+
+ReleaseOutcome release_outcome_of(long long code, bool after_uncertain_attempt) {
+  switch (code) {
     case 1: return ReleaseOutcome::kReleased;
     case 2: return ReleaseOutcome::kKept;
     // Gone after an attempt that may have been applied: most likely that attempt's work.
-    case 0:
-      return reply.after_uncertain_attempt() ? ReleaseOutcome::kReleased : ReleaseOutcome::kGone;
+    case 0: return after_uncertain_attempt ? ReleaseOutcome::kReleased : ReleaseOutcome::kGone;
     default: return ReleaseOutcome::kTaken;
   }
+}
+
+}  // namespace
+
+ReleaseOutcome release_outcome_of(const Reply& reply) {
+  if (!reply.ok() || !reply.is_integer()) return ReleaseOutcome::kUnavailable;
+  return release_outcome_of(reply.integer(), reply.after_uncertain_attempt());
+}
+
+std::vector<ReleaseOutcome> release_outcomes_of(const Reply& reply, std::size_t count) {
+  std::vector<ReleaseOutcome> outcomes(count, ReleaseOutcome::kUnavailable);
+  if (!reply.ok()) return outcomes;
+  const ReplyView raw(reply);
+  if (!raw.is_array() || raw.size() != count) return outcomes;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (!raw[i].integer()) return std::vector<ReleaseOutcome>(count, ReleaseOutcome::kUnavailable);
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    outcomes[i] = release_outcome_of(*raw[i].integer(), reply.after_uncertain_attempt());
+  }
+  return outcomes;
 }
 
 }  // namespace dlock::internal

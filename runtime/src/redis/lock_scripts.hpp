@@ -38,6 +38,9 @@ inline constexpr Millis kFenceLifetime{7LL * 24 * 3600 * 1000};
 /// release.lua; `keep_for` > 0 leaves the key to expire then (min_hold).
 [[nodiscard]] ScriptCall release_call(const LockKeys& keys, std::string_view owner,
                                       Millis keep_for, std::uint64_t token_floor = 0);
+/// release_together.lua: item i's key is `keys[i]`, released for its owner.
+[[nodiscard]] ScriptCall release_together_call(const std::vector<LockKeys>& keys,
+                                               const std::vector<ReleaseItem>& items);
 
 /// What a reply to acquire_call() means; no reply or an error reply is kUnavailable.
 [[nodiscard]] GrantReply grant_of(const Reply& reply);
@@ -57,5 +60,9 @@ inline constexpr Millis kFenceLifetime{7LL * 24 * 3600 * 1000};
                                     const std::function<ScriptCall(std::int64_t)>& make);
 [[nodiscard]] RenewOutcome renew_outcome_of(const Reply& reply);
 [[nodiscard]] ReleaseOutcome release_outcome_of(const Reply& reply);
+/// What a reply to release_together_call() for `count` keys means, one outcome per key; no
+/// reply, an error reply or one of another shape is kUnavailable for every key.
+[[nodiscard]] std::vector<ReleaseOutcome> release_outcomes_of(const Reply& reply,
+                                                              std::size_t count);
 
 }  // namespace dlock::internal

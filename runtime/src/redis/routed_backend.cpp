@@ -27,47 +27,108 @@ bool RoutedBackend::release_later(const Key& key, std::string_view owner, Millis
                                   std::function<void(ReleaseOutcome)> done) noexcept {
   try {
     const LockKeys keys = lock_keys(service_, key.str());
-    const auto pool = known_pool_of(keys.lock);
-    if (!pool) return false;
-    const ScriptCall call = release_call(keys, owner, keep_for);
-    const auto on_reply = [self = weak_from_this(), key, owner = std::string(owner), keep_for,
-                           done](Reply reply, ConnectionPool::Pin pin) {
+    const auto read = [](const Reply& reply) -> std::optional<ReleaseOutcome> {
       const ReleaseOutcome outcome = release_outcome_of(reply);
-      // No answer in time, or a connection that broke: the release may have been applied,
-      // and sending it again could find the next owner's key and call that a loss. The
-      // outcome is unknown, as release() says after the same failure.
-      const bool unanswered =
-          reply.status() == Reply::Status::kTimeout || reply.status() == Reply::Status::kBroken;
-      if (outcome != ReleaseOutcome::kUnavailable || unanswered) {
-        pin = {};  // applied, or nothing more to learn: the thread may go on
-        done(outcome);
-        return;
-      }
-      // An answer that says "not here" (NOSCRIPT, a redirect, a demoted master), so nothing
-      // was applied: sent again the way release() sends it, off this thread. The thread stays
-      // pinned until then, so that its later commands still come after the release.
-      pin.hold_off();
-      auto kept = std::make_shared<ConnectionPool::Pin>(std::move(pin));
-      settler::post([self, key, owner, keep_for, done, kept] {
-        const auto backend = self.lock();
-        const ReleaseOutcome again =
-            backend ? backend->release(key, owner, keep_for) : ReleaseOutcome::kUnavailable;
-        *kept = {};
-        done(again);
-      });
+      if (outcome == ReleaseOutcome::kUnavailable) return std::nullopt;
+      return outcome;
     };
-    std::string error;
-    // The first time on a connection with EVAL, which cannot meet NOSCRIPT: a release that
-    // is not applied as sent would let the thread's next command overtake it.
-    const auto append = [&](Connection& conn) {
-      call.append(conn, !conn.sent_script(call.script->sha));
-      conn.note_script(call.script->sha);
+    const auto again = [self = weak_from_this(), key, owner = std::string(owner), keep_for] {
+      const auto backend = self.lock();
+      return backend ? backend->release(key, owner, keep_for) : ReleaseOutcome::kUnavailable;
     };
-    return pool->send_detached(append, on_reply, later(Clock::now(), config_.command_timeout),
-                               error);
+    return send_release<ReleaseOutcome>(keys.lock, release_call(keys, owner, keep_for), read,
+                                        again, ReleaseOutcome::kUnavailable, std::move(done));
   } catch (...) {
     return false;
   }
+}
+
+std::vector<ReleaseOutcome> RoutedBackend::release_together(
+    const std::vector<ReleaseItem>& items) noexcept {
+  try {
+    const std::vector<LockKeys> keys = keys_of(items);
+    const ScriptCall call = release_together_call(keys, items);
+    return release_outcomes_of(
+        on_server_of(keys.front().lock,
+                     [&](Connection& conn, bool asking) { return call.run(conn, asking); }),
+        items.size());
+  } catch (...) {
+    return std::vector<ReleaseOutcome>(items.size(), ReleaseOutcome::kUnavailable);
+  }
+}
+
+bool RoutedBackend::release_together_later(
+    const std::vector<ReleaseItem>& items,
+    std::function<void(std::vector<ReleaseOutcome>)> done) noexcept {
+  try {
+    if (items.empty()) return false;
+    const std::vector<LockKeys> keys = keys_of(items);
+    const auto read = [count = items.size()](const Reply& reply)
+        -> std::optional<std::vector<ReleaseOutcome>> {
+      std::vector<ReleaseOutcome> outcomes = release_outcomes_of(reply, count);
+      if (outcomes.front() == ReleaseOutcome::kUnavailable) return std::nullopt;
+      return outcomes;
+    };
+    const auto again = [self = weak_from_this(), items] {
+      const auto backend = self.lock();
+      return backend ? backend->release_together(items)
+                     : std::vector<ReleaseOutcome>(items.size(), ReleaseOutcome::kUnavailable);
+    };
+    return send_release<std::vector<ReleaseOutcome>>(
+        keys.front().lock, release_together_call(keys, items), read, again,
+        std::vector<ReleaseOutcome>(items.size(), ReleaseOutcome::kUnavailable), std::move(done));
+  } catch (...) {
+    return false;
+  }
+}
+
+std::vector<LockKeys> RoutedBackend::keys_of(const std::vector<ReleaseItem>& items) const {
+  std::vector<LockKeys> keys;
+  keys.reserve(items.size());
+  for (const ReleaseItem& item : items) keys.push_back(lock_keys(service_, item.key.str()));
+  return keys;
+}
+
+template <typename Outcome>
+bool RoutedBackend::send_release(const std::string& lock, ScriptCall call,
+                                 std::function<std::optional<Outcome>(const Reply&)> read,
+                                 std::function<Outcome()> again, Outcome unknown,
+                                 std::function<void(Outcome)> done) {
+  const auto pool = known_pool_of(lock);
+  if (!pool) return false;
+  const auto on_reply = [read = std::move(read), again = std::move(again),
+                         unknown = std::move(unknown), done](Reply reply, ConnectionPool::Pin pin) {
+    std::optional<Outcome> outcome = read(reply);
+    // No answer in time, or a connection that broke: the release may have been applied,
+    // and sending it again could find the next owner's key and call that a loss. The
+    // outcome is unknown, as release() says after the same failure.
+    const bool unanswered =
+        reply.status() == Reply::Status::kTimeout || reply.status() == Reply::Status::kBroken;
+    if (outcome || unanswered) {
+      pin = {};  // applied, or nothing more to learn: the thread may go on
+      done(outcome ? std::move(*outcome) : unknown);
+      return;
+    }
+    // An answer that says "not here" (NOSCRIPT, a redirect, a demoted master), so nothing
+    // was applied: sent again the way release() sends it, off this thread. The thread stays
+    // pinned until then, so that its later commands still come after the release.
+    pin.hold_off();
+    auto kept = std::make_shared<ConnectionPool::Pin>(std::move(pin));
+    settler::post([again, done, kept] {
+      Outcome later_outcome = again();
+      *kept = {};
+      done(std::move(later_outcome));
+    });
+  };
+  std::string error;
+  // The first time on a connection with EVAL, which cannot meet NOSCRIPT: a release that
+  // is not applied as sent would let the thread's next command overtake it.
+  const auto append = [&call](Connection& conn) {
+    call.append(conn, !conn.sent_script(call.script->sha));
+    conn.note_script(call.script->sha);
+  };
+  return pool->send_detached(append, on_reply, later(Clock::now(), config_.command_timeout),
+                             error);
 }
 
 std::int64_t RoutedBackend::server_time_ms() {

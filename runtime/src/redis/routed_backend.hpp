@@ -5,12 +5,15 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "engine.hpp"
 #include "redis/connection.hpp"
+#include "redis/keys.hpp"
+#include "redis/scripts.hpp"
 #include "redis/pool.hpp"
 
 namespace dlock::internal {
@@ -25,6 +28,11 @@ class RoutedBackend : public Backend,
   ReleaseOutcome release(const Key& key, std::string_view owner, Millis keep_for) noexcept override;
   bool release_later(const Key& key, std::string_view owner, Millis keep_for,
                      std::function<void(ReleaseOutcome)> done) noexcept override;
+  std::vector<ReleaseOutcome> release_together(
+      const std::vector<ReleaseItem>& items) noexcept override;
+  bool release_together_later(const std::vector<ReleaseItem>& items,
+                              std::function<void(std::vector<ReleaseOutcome>)> done) noexcept
+      override;
   [[nodiscard]] const BackendConfig& config() const override { return config_; }
 
   // Scheduled runs.
@@ -65,6 +73,16 @@ class RoutedBackend : public Backend,
   Reply on_server_of(std::string_view redis_key, const ServerCall& call) {
     return on_server_of(redis_key, Clock::now() + config_.command_timeout, call);
   }
+  /// Sends the release `call` on the calling thread's connection to the server of `lock`
+  /// without waiting (Backend::release_later). `done` gets what `read` makes of the reply;
+  /// `unknown` when no answer came; what `again` returns, off this thread, when the answer
+  /// says nothing was applied. False when no connection to that server is known.
+  template <typename Outcome>
+  bool send_release(const std::string& lock, ScriptCall call,
+                    std::function<std::optional<Outcome>(const Reply&)> read,
+                    std::function<Outcome()> again, Outcome unknown,
+                    std::function<void(Outcome)> done);
+  std::vector<LockKeys> keys_of(const std::vector<ReleaseItem>& items) const;
   /// Reads `read(conn, redis_key, user_key, asking)` for every key of `kind` matching the
   /// user-key glob `pattern`.
   template <typename Item, typename Read>

@@ -17,6 +17,12 @@ std::string* with_holders(std::string_view text) {
   return new std::string(std::string(lua::kHoldersLua) + std::string(text));
 }
 
+// A script that releases locks: release_lock.lua, after holders.lua, before it.
+std::string* with_releases(std::string_view text) {
+  return new std::string(std::string(lua::kHoldersLua) + std::string(lua::kReleaseLockLua) +
+                         std::string(text));
+}
+
 std::vector<std::string_view> eval_argv(std::string_view verb, std::string_view body,
                                         const std::vector<std::string_view>& keys,
                                         const std::vector<std::string_view>& args,
@@ -54,8 +60,13 @@ const Script& renew_script() {
   return *s;
 }
 const Script& release_script() {
-  static const std::string* text = with_holders(lua::kReleaseLua);
+  static const std::string* text = with_releases(lua::kReleaseLua);
   static const Script* s = new Script(make("release", *text));
+  return *s;
+}
+const Script& release_together_script() {
+  static const std::string* text = with_releases(lua::kReleaseTogetherLua);
+  static const Script* s = new Script(make("release_together", *text));
   return *s;
 }
 const Script& acquire_together_script() {

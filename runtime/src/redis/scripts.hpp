@@ -20,6 +20,7 @@ const Script& renew_script();
 const Script& release_script();
 const Script& acquire_shared_script();
 const Script& acquire_together_script();
+const Script& release_together_script();
 
 /// EVALSHA, falling back to EVAL (which also caches the script) after NOSCRIPT, as after
 /// a SCRIPT FLUSH or on a server that restarted.
