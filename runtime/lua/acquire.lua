@@ -20,7 +20,10 @@
 -- ARGV[10] a waiting writer's claim, ms (0: none): while the lock is held shared, no new
 --          shared hold starts for this long (the claim's next try renews it); with fair
 --          order, how long the caller's place in the fair queue lasts
--- ARGV[11] '1': fair order. Without it, a request still keeps to the fair queue while anyone
+-- ARGV[11] '1': fair order; 'K': fair order, and a grant keeps the caller's place until its
+--          release (Redlock's order instance: a grant there may still be given back for want
+--          of a quorum, and the caller must not lose its turn). Without either, a request
+--          still keeps to the fair queue while anyone
 --          has a place in it (it would jump that queue otherwise)
 --
 -- Returns {1, token, pttl} granted (pttl: the key's time left, which is less than the lease
@@ -68,10 +71,11 @@ if late then
 end
 local claim = tonumber(ARGV[10]) or 0
 local live = {}
-if ARGV[11] == '1' or redis.call('EXISTS', KEYS[4]) == 1 then
+local fair = ARGV[11] == '1' or ARGV[11] == 'K'
+if fair or redis.call('EXISTS', KEYS[4]) == 1 then
   live = fair_head(KEYS[4], KEYS[5], now_us)
 end
-local ordered = ARGV[11] == '1' or #live > 0
+local ordered = fair or #live > 0
 if owner then
   if ordered then
     if claim > 0 then
@@ -113,7 +117,9 @@ if ordered then
     end
     return {0, 0, tonumber(redis.call('GET', KEYS[2]) or '0')}
   end
-  fair_leave(KEYS[4], KEYS[5], ARGV[1])
+  if ARGV[11] ~= 'K' then
+    fair_leave(KEYS[4], KEYS[5], ARGV[1])
+  end
 end
 
 -- Tokens only grow: past the last one, and never below the server clock in microseconds,

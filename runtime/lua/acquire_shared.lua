@@ -8,7 +8,7 @@
 -- ARGV[1..9] as acquire.lua (a place in the queue is not taken: waiters of these kinds are
 --          woken by 'released' notifications)
 -- ARGV[10] 'S' or 'P'          ARGV[11] permits (P)
--- ARGV[12] '1': fair order (see acquire.lua)
+-- ARGV[12] '1' or 'K': fair order (see acquire.lua)
 -- ARGV[13] how long the caller's place in the fair queue lasts, ms (0: it does not wait)
 --
 -- Returns {1, token, ttl} granted, {0, ttl, last token} busy, {-1, 0} too late, {-2, 0} the
@@ -50,10 +50,11 @@ if owner == '*permits' and redis.call('HGET', lock, 'permits') ~= ARGV[11] then
   return {-2, 0}
 end
 local live = {}
-if ARGV[12] == '1' or redis.call('EXISTS', KEYS[4]) == 1 then
+local fair = ARGV[12] == '1' or ARGV[12] == 'K'
+if fair or redis.call('EXISTS', KEYS[4]) == 1 then
   live = fair_head(KEYS[4], KEYS[5], now_us)
 end
-local ordered = ARGV[12] == '1' or #live > 0
+local ordered = fair or #live > 0
 local function busy(ttl)
   local place_ms = tonumber(ARGV[13]) or 0
   if ordered and place_ms > 0 then
@@ -67,7 +68,7 @@ end
 local ahead = 0
 if ordered then
   local turn
-  turn, ahead = fair_turn(KEYS[4], live, ARGV[1], ARGV[10])
+  turn, ahead = fair_turn(KEYS[4], live, ARGV[1], ARGV[10], holders)
   if not turn then
     return busy(0)
   end
@@ -81,7 +82,7 @@ if ARGV[10] == 'S' and not ordered then
 elseif redis.call('ZCARD', holders) + ahead >= tonumber(ARGV[11]) then
   return busy(owner and first_hold_left(holders, now_us) or 0)
 end
-if ordered then
+if ordered and ARGV[12] ~= 'K' then
   fair_leave(KEYS[4], KEYS[5], ARGV[1])
 end
 

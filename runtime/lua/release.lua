@@ -16,10 +16,15 @@
 --          every later grant on this server gets a higher token (Redlock: the grant's token
 --          is the highest of several servers' tokens)
 -- ARGV[5]  lifetime of the fencing counter in ms
+-- ARGV[6]  flags: 'q' no plain 'released' notification (Redlock's instances other than the
+--          one that keeps a fair lock's order: it alone announces the release, to the waiter
+--          whose turn it is); 'k' the caller keeps its place in the fair queue (Redlock's
+--          order instance giving back a grant for want of a quorum: the turn stays the
+--          caller's, and is announced to it again)
 --
 -- The notification is 'released', or 'granted <token> <owner>' when the lock went to a
 -- waiter. A caller that does not hold the lock (a waiter that gave up) leaves the queue.
 --
 -- Returns 1 released (or handed on), 2 kept until min_hold, 0 gone, -1 held by another owner.
 return release_lock(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[1], ARGV[2], ARGV[3],
-                    ARGV[4], ARGV[5])
+                    ARGV[4], ARGV[5], ARGV[6])

@@ -4,17 +4,23 @@
 --   lock, fence, holders, queue, places   KEYS[1..5] of release.lua
 --   owner_id, keep_for_ms, channel        ARGV[1..3]
 --   floor_text, fence_life                ARGV[4..5]
+--   flags                                 ARGV[6]: 'q' announces no plain 'released', 'k'
+--                                         keeps the caller's place in the fair queue
 --
 -- Returns what release.lua returns.
 local function release_lock(lock, fence, holders, queue, places, owner_id, keep_for_ms, channel,
-                            floor_text, fence_life)
+                            floor_text, fence_life, flags)
+  flags = flags or ''
+  local quiet = string.find(flags, 'q', 1, true) ~= nil
   local floor = tonumber(floor_text)
   if floor > 0 and tonumber(redis.call('GET', fence) or '0') < floor then
     redis.call('SET', fence, floor_text, 'PX', fence_life)
   end
   local fair_queue = redis.call('EXISTS', queue) == 1
   if fair_queue then
-    fair_leave(queue, places, owner_id)
+    if not string.find(flags, 'k', 1, true) then
+      fair_leave(queue, places, owner_id)
+    end
   end
   local state = redis.call('HMGET', lock, 'owner', 'qhead', 'qtail', 'permits', 'wpending')
   local owner = state[1]
@@ -35,7 +41,7 @@ local function release_lock(lock, fence, holders, queue, places, owner_id, keep_
       -- A permit that came free goes to the next in the fair queue, else to whoever asks first.
       if ended == 1 and owner == '*permits' then
         local room = tonumber(state[4] or '1') - redis.call('ZCARD', holders)
-        if not fair_announce(queue, places, channel, room, now_us) then
+        if not fair_announce(queue, places, channel, room, now_us) and not quiet then
           redis.pcall('PUBLISH', channel, 'released')
         end
       end
@@ -122,7 +128,7 @@ local function release_lock(lock, fence, holders, queue, places, owner_id, keep_
   end
   -- The release has happened; a notification refused (say, an ACL user without channel
   -- permissions) only costs waiters a poll, so it must not turn the release into an error.
-  if not (fair and fair_announce(queue, places, channel, 1000000, now_us)) then
+  if not (fair and fair_announce(queue, places, channel, 1000000, now_us)) and not quiet then
     redis.pcall('PUBLISH', channel, 'released')
   end
   return 1

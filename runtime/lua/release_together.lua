@@ -12,6 +12,7 @@
 local out = {}
 for i = 1, #KEYS / 5 do
   out[i] = release_lock(KEYS[5 * i - 4], KEYS[5 * i - 3], KEYS[5 * i - 2], KEYS[5 * i - 1],
-                        KEYS[5 * i], ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1], '0', ARGV[1])
+                        KEYS[5 * i], ARGV[3 * i - 1], ARGV[3 * i], ARGV[3 * i + 1], '0', ARGV[1],
+                        '')
 end
 return out

@@ -105,6 +105,7 @@ struct KindVerdict {
   long fair_pairs = 0;           ///< pairs where a was answered before b called and granted after: a waited
   long fair_inversions = 0;      ///< of those, b granted before a (sections b)
   long fair_inversions_in_faults = 0;
+  std::map<std::string, long> fair_inversions_by_fault;  ///< fault kind -> those in faults
   std::vector<std::string> examples;  ///< one line per kind of finding, for the report
   std::vector<std::string> violations;
 };

@@ -231,6 +231,20 @@ TEST(CheckerKinds, AFairWaiterOvertakenByALaterArrivalIsAViolation) {
                   .violations.empty());
 }
 
+TEST(CheckerKinds, AFairWaiterOvertakenDuringAFaultIsCountedByThatFault) {
+  std::vector<WorkerHistory> workers;
+  workers.push_back(parse_history(1, kind_hold(1, "exclusive", "counter", 30, 40, "valid", 1, 2), 0,
+                                  1'000'000'000));
+  workers.push_back(parse_history(2, kind_hold(1, "exclusive", "counter", 10, 20, "valid", 5, 6), 0,
+                                  1'000'000'000));
+  const std::vector<Fault> faults{{"restart-instance", 0, 1'000'000'000'000LL, "instance 4"}};
+  const auto v = analyse_kinds(workers, faults, 0, true, 1'000'000'000);
+  EXPECT_TRUE(v.violations.empty());
+  EXPECT_EQ(v.fair_inversions, 0);
+  EXPECT_EQ(v.fair_inversions_in_faults, 1);
+  EXPECT_EQ(v.fair_inversions_by_fault, (std::map<std::string, long>{{"restart-instance", 1}}));
+}
+
 TEST(CheckerKinds, TwoWritersAreLeftToTheFencedStore) {
   // The exclusive checks are unchanged: an overlap of writers is judged by fencing.
   const auto writers = kinds({begin(1, "10", 0) + end(1, "10", "rejected", 50),

@@ -671,9 +671,14 @@ class Run {
                       "every lease held: {}", k.most_permits, o_.permits, o_.permits, k.over_permits_held));
     }
     if (o_.kind == "fair") {
+      std::string by_fault;
+      for (const auto& [kind, n] : k.fair_inversions_by_fault) {
+        by_fault += fmt::format("{}{} {}", by_fault.empty() ? " (" : ", ", kind, n);
+      }
+      if (!by_fault.empty()) by_fault += ")";
       say(fmt::format("  fair order          {} pairs where one waited when the other arrived; overtaken {}, "
-                      "during faults {}", k.fair_pairs,
-                      k.fair_inversions, k.fair_inversions_in_faults));
+                      "during faults {}{}", k.fair_pairs,
+                      k.fair_inversions, k.fair_inversions_in_faults, by_fault));
     }
     for (const auto& example : k.examples) say("    e.g. " + example);
   }

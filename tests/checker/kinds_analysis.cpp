@@ -122,6 +122,7 @@ void check_fair(std::vector<const Hold*> holds, const std::vector<Fault>& faults
     v.fair_pairs += std::max<long>(0, static_cast<long>(answered) - static_cast<long>(granted_before));
     if (latest == nullptr || latest->begin <= b->begin) continue;
     const std::string fault = fault_at(faults, latest->call, b->begin, lease_ns);
+    if (!fault.empty()) ++v.fair_inversions_by_fault[fault];
     const long seen = fault.empty() ? v.fair_inversions++ : v.fair_inversions_in_faults++;
     if (seen == 0) {
       v.examples.push_back(fmt::format("fair{}: {} (called {}, answered {}) granted after {} (called {})",

@@ -3,6 +3,7 @@
 // tokens across quorums.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <chrono>
 #include <cstdio>
@@ -11,6 +12,8 @@
 #include "dlock/admin.hpp"
 #include "ha_fixtures.hpp"
 #include "metrics.hpp"
+#include "redis/connection.hpp"
+#include "redis/crc16.hpp"
 #include "redis/keys.hpp"
 #include "redis/redlock_backend.hpp"
 #include "redis/redlock_quorum.hpp"
@@ -19,6 +22,12 @@
 
 namespace dlock::test {
 namespace {
+
+LockSettings fair(Millis lease, Millis wait = Millis{0}) {
+  LockSettings s = settings(lease, wait);
+  s.fair = true;
+  return s;
+}
 
 class Redlock : public ::testing::Test {
  protected:
@@ -40,8 +49,86 @@ class Redlock : public ::testing::Test {
     return admin.string({"HGET", lock_key(key), "owner"});
   }
 
+  // The instance of the first `n` that keeps the order of `key`'s fair waiters (TOPOLOGIES.md,
+  // Redlock): by the lock key's slot among the instances sorted by address.
+  std::size_t order_instance(std::size_t n, const std::string& key) {
+    const auto all = endpoints_of(group.endpoints());
+    std::vector<std::size_t> by_address(n);
+    for (std::size_t i = 0; i < n; ++i) by_address[i] = i;
+    std::sort(by_address.begin(), by_address.end(), [&](std::size_t a, std::size_t b) {
+      return internal::to_string(all[a]) < internal::to_string(all[b]);
+    });
+    return by_address[static_cast<std::size_t>(internal::key_slot(lock_key(key))) % n];
+  }
+  long long queued_on(std::size_t i, const std::string& key) {
+    return RedisAdmin(group.instance(i))
+        .integer({"ZCARD", internal::lock_keys(unique_service(), key).queue});
+  }
+  // A live place of `owner` in instance i's fair queue of `key`, first in line.
+  void place_by_hand(std::size_t i, const std::string& key, const std::string& owner) {
+    const internal::LockKeys keys = internal::lock_keys(unique_service(), key);
+    RedisAdmin admin(group.instance(i));
+    admin.command({"ZADD", keys.queue, "1", owner});
+    const long long now_s = std::stoll(admin.command({"TIME"}));
+    admin.command({"HSET", keys.places, owner, std::to_string((now_s + 30) * 1000000) + " X"});
+  }
+
   RedlockGroup group{5};
 };
+
+// One instance per key keeps the order of its fair waiters; the others grant a fair request
+// as a plain one, and a place in line is taken on the order instance alone.
+TEST_F(Redlock, AFairLocksOrderIsKeptOnOneInstance) {
+  Client holder(config(3)), waiter(config(3));
+  const std::size_t order = order_instance(3, "ticket");
+  Lease held = holder.acquire("ticket", fair(10s));
+  ASSERT_TRUE(held) << held.error();
+  std::thread queued([&] { EXPECT_TRUE(waiter.acquire("ticket", fair(10s, 5s))); });
+  ASSERT_TRUE(wait_until([&] { return waiter.metrics().contention >= 1; }, 5s, 1ms));
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(queued_on(i, "ticket"), i == order ? 1 : 0) << "instance " << i;
+  }
+  held.release();
+  queued.join();
+  EXPECT_EQ(waiter.metrics().wakeups, 1u) << "woken once, by the order instance's 'turn'";
+}
+
+// Whose turn it is is the order instance's answer alone: a place ahead there makes a fair
+// request busy although every instance is free; a place on another instance does not.
+TEST_F(Redlock, TheOrderInstanceAloneSaysWhoseTurnItIs) {
+  Client client(config(3));
+  const std::size_t order = order_instance(3, "first");
+  place_by_hand(order, "first", "ahead");
+  Lease refused = client.try_acquire("first", fair(10s));
+  EXPECT_EQ(refused.status(), AcquireStatus::kBusy) << refused.error();
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_FALSE(owner_on(i, "first").has_value()) << "instance " << i << ": a key left behind";
+  }
+  const std::size_t other = (order_instance(3, "second") + 1) % 3;
+  place_by_hand(other, "second", "ahead");
+  Lease granted = client.try_acquire("second", fair(10s));
+  EXPECT_TRUE(granted) << granted.error();
+}
+
+// With the order instance down, a fair lock is still granted by a quorum of the others, in no
+// particular order, and a waiter learns of a release by polling.
+TEST_F(Redlock, AFairLockIsGrantedWithItsOrderInstanceDown) {
+  Config polled = config(3);
+  polled.backends["default"].poll_interval = 100ms;
+  Client holder(polled), waiter(polled);
+  group.instance(order_instance(3, "ticket")).kill();
+  Lease held = holder.acquire("ticket", fair(10s));
+  ASSERT_TRUE(held) << held.error();
+  std::thread queued([&] {
+    Lease lease = waiter.acquire("ticket", fair(10s, 5s));
+    EXPECT_TRUE(lease) << lease.error();
+  });
+  ASSERT_TRUE(wait_until([&] { return waiter.metrics().contention >= 1; }, 5s, 1ms));
+  const auto released = Clock::now();
+  held.release();
+  queued.join();
+  EXPECT_LT(elapsed_ms(released), 1500);
+}
 
 TEST_F(Redlock, AcquiresIffAMajorityIsFreeForEveryPatternOfForeignHolders) {
   for (const std::size_t n : {3u, 5u}) {

@@ -93,12 +93,26 @@ ScriptCall renew_call(const LockKeys& keys, std::string_view owner, Millis ttl,
 }
 
 ScriptCall release_call(const LockKeys& keys, std::string_view owner, Millis keep_for,
-                        std::uint64_t token_floor) {
+                        std::uint64_t token_floor, std::string_view flags) {
   return ScriptCall{&release_script(),
                     {keys.lock, keys.fence, keys.holders, keys.queue, keys.places},
                     {std::string(owner), millis_text(keep_for), keys.channel,
-                     std::to_string(token_floor), fence_lifetime_text()}};
+                     std::to_string(token_floor), fence_lifetime_text(), std::string(flags)}};
 }
+
+namespace {
+
+// acquire.lua's ARGV[11], acquire_shared.lua's ARGV[12] (acquire_call above).
+void set_fair_arg(ScriptCall& acquire, const char* value) {
+  const std::size_t fair = acquire.script == &acquire_script() ? 10 : 11;
+  if (fair < acquire.args.size()) acquire.args[fair] = value;
+}
+
+}  // namespace
+
+void without_fair_order(ScriptCall& acquire) { set_fair_arg(acquire, "0"); }
+
+void keeping_fair_place(ScriptCall& acquire) { set_fair_arg(acquire, "K"); }
 
 ScriptCall release_together_call(const std::vector<LockKeys>& keys,
                                  const std::vector<ReleaseItem>& items) {

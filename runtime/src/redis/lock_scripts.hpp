@@ -35,9 +35,18 @@ inline constexpr Millis kFenceLifetime{7LL * 24 * 3600 * 1000};
 /// renew.lua. A `token_floor` above 0 also raises the fencing counter to it (Redlock).
 [[nodiscard]] ScriptCall renew_call(const LockKeys& keys, std::string_view owner, Millis ttl,
                                     std::uint64_t token_floor = 0);
-/// release.lua; `keep_for` > 0 leaves the key to expire then (min_hold).
+/// release.lua; `keep_for` > 0 leaves the key to expire then (min_hold). `flags`, its
+/// ARGV[6]: "q" sends no plain "released" notification, "k" keeps the owner's place in the
+/// fair queue (Redlock, TOPOLOGIES.md).
 [[nodiscard]] ScriptCall release_call(const LockKeys& keys, std::string_view owner,
-                                      Millis keep_for, std::uint64_t token_floor = 0);
+                                      Millis keep_for, std::uint64_t token_floor = 0,
+                                      std::string_view flags = {});
+/// An acquire_call() of a fair request made plain: this server does not keep the order
+/// (Redlock's instances but the one that does). It still keeps to a fair queue it has.
+void without_fair_order(ScriptCall& acquire);
+/// An acquire_call() of a fair request whose grant keeps the caller's place in the fair
+/// queue until its release (Redlock's order instance: the grant may still be given back).
+void keeping_fair_place(ScriptCall& acquire);
 /// release_together.lua: item i's key is `keys[i]`, released for its owner.
 [[nodiscard]] ScriptCall release_together_call(const std::vector<LockKeys>& keys,
                                                const std::vector<ReleaseItem>& items);

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "log.hpp"
+#include "redis/crc16.hpp"
 #include "redis/keys.hpp"
 #include "redis/lock_scripts.hpp"
 #include "redis/redlock_quorum.hpp"
@@ -31,6 +32,7 @@ struct Grant {
   LockKind kind = LockKind::kExclusive;
   int permits = 0;
   std::size_t needed = 0;  ///< instances that must hold it (RedlockQuorum::quorum_for); 0: a quorum
+  bool fair = false;       ///< granted in fair order: the order instance announces its release
 };
 
 // What the instances answered to one acquisition.
@@ -61,12 +63,16 @@ class RedlockBackend final : public Backend {
  public:
   RedlockBackend(std::shared_ptr<RedlockQuorum> quorum, std::string service,
                  std::shared_ptr<Metrics> metrics)
-      : quorum_(std::move(quorum)), service_(std::move(service)), metrics_(std::move(metrics)) {}
+      : quorum_(std::move(quorum)),
+        service_(std::move(service)),
+        metrics_(std::move(metrics)),
+        by_address_(by_address(*quorum_)) {}
 
   // Shared holds: each on a majority, as an exclusive hold is, so the two always meet on
   // some instance. Permits: each on quorum_for(N) instances, so that N+1 holders cannot all
-  // hold. Not fair order: the instances could order the waiters differently.
-  [[nodiscard]] bool supports(LockKind /*kind*/, bool fair) const override { return !fair; }
+  // hold. Fair order: one instance per key keeps it (order_instance()), as the instances
+  // could each order the waiters differently.
+  [[nodiscard]] bool supports(LockKind /*kind*/, bool /*fair*/) const override { return true; }
 
   GrantReply acquire(const GrantRequest& request) override {
     const auto start = Clock::now();
@@ -80,42 +86,58 @@ class RedlockBackend final : public Backend {
     // One call, built once (its owner details cost system calls); only the not-after time,
     // on each instance's own clock, differs between the instances.
     const ScriptCall call = acquire_call(keys, request, request.lease + drift(request.lease), 0);
+    // A fair request keeps to the order of one instance; the others grant it as a plain one.
+    const std::size_t order = request.fair ? order_instance(keys.lock) : quorum_->size();
     std::vector<ScriptCall> calls(quorum_->size());
     for (std::size_t i = 0; i < quorum_->size(); ++i) {
       if (!round.handles[i]) continue;
       calls[i] = call;
       calls[i].args[kAcquireNotAfterArg] =
           std::to_string(round.handles[i]->server_time_us(deadline));
+      if (request.fair) {
+        if (i == order) {
+          keeping_fair_place(calls[i]);
+        } else {
+          without_fair_order(calls[i]);
+        }
+      }
       round.ask(i, &calls[i]);
     }
-    quorum_->send(
-        round, deadline,
-        [needed](const std::vector<FanOutRequest>& requests, const std::vector<bool>& complete) {
-          std::size_t granted = 0;
-          for (std::size_t i = 0; i < requests.size(); ++i) {
-            granted +=
-                complete[i] && grant_of(requests[i].replies[0]).kind == GrantReply::Kind::kAcquired;
-          }
-          return granted >= needed;
-        });
+    quorum_->send(round, deadline,
+                  [needed, order](const std::vector<FanOutRequest>& requests,
+                                  const std::vector<bool>& complete) {
+                    const auto granted_by = [&](std::size_t i) {
+                      return complete[i] && grant_of(requests[i].replies[0]).kind ==
+                                                GrantReply::Kind::kAcquired;
+                    };
+                    std::size_t granted = 0;
+                    for (std::size_t i = 0; i < requests.size(); ++i) granted += granted_by(i);
+                    // In fair order, the order instance's answer is waited for.
+                    return granted >= needed && (order >= requests.size() || granted_by(order));
+                  });
     // "Too late" from an instance: its clock may have stepped since it was measured.
     for (std::size_t i = 0; i < quorum_->size(); ++i) {
       if (round.handles[i] && arrived_too_late(round.reply(i, 0))) {
         round.handles[i]->distrust_clock();
       }
     }
-    const GrantTally tally = tally_grants(round);
+    GrantTally tally = tally_grants(round);
     const auto elapsed = Clock::now() - start;
-    if (tally.granted >= needed && elapsed < request.lease) {
+    // Not this request's turn on the order instance: busy, whatever the others said. An order
+    // instance that did not answer keeps no order meanwhile (TOPOLOGIES.md).
+    const bool out_of_turn = request.fair && !tally.ours[order] &&
+                             grant_of(round.reply(order, 0)).kind == GrantReply::Kind::kBusy;
+    if (tally.granted >= needed && elapsed < request.lease && !out_of_turn) {
       remember(request.owner, Grant{tally.token, std::string(request.name), request.kind,
-                                    request.permits, needed});
+                                    request.permits, needed, request.fair});
       GrantReply out;
       out.kind = GrantReply::Kind::kAcquired;
       out.token = tally.token;
       return out;
     }
     // No quorum (or it came too late to be worth anything): undo what we got.
-    if (tally.granted > 0) undo(keys, request.owner, tally.ours, round, request.lease);
+    if (tally.granted > 0) undo(keys, request.owner, tally.ours, round, request.lease, order);
+    if (out_of_turn) tally.granted = 0;  // busy (refusal() below), not "took too long"
     return refusal(tally, elapsed, needed);
   }
 
@@ -165,9 +187,14 @@ class RedlockBackend final : public Backend {
       const LockKeys keys = lock_keys(service_, key.str());
       const Millis keep = keep_for > Millis{0} ? keep_for + drift(keep_for) : Millis{0};
       const ScriptCall call = release_call(keys, owner, keep, grant.token);
+      // Of a fair grant, only the order instance announces the release: to the next waiter.
+      const std::size_t order = grant.fair ? order_instance(keys.lock) : quorum_->size();
+      const ScriptCall quiet = release_call(keys, owner, keep, grant.token, "q");
       const Millis timeout = config().command_timeout;
       RedlockQuorum::Round round = quorum_->borrow(node_timeout(timeout), open_wait(timeout));
-      for (std::size_t i = 0; i < quorum_->size(); ++i) round.ask(i, &call);
+      for (std::size_t i = 0; i < quorum_->size(); ++i) {
+        round.ask(i, grant.fair && i != order ? &quiet : &call);
+      }
       // Every instance that answers in time: a release cut off at quorum would leave the
       // key on the stragglers for a lease.
       quorum_->send(round, Clock::now() + config().command_timeout);
@@ -316,13 +343,32 @@ class RedlockBackend final : public Backend {
     return std::min(lease / 3, config().connect_timeout + config().command_timeout);
   }
 
-  // Releases what a failed acquisition got (owner-checked), on the round's connections.
+  // The instance that keeps the order of `lock`'s fair waiters: the same for every process
+  // whatever order its configuration lists the instances in.
+  std::size_t order_instance(const std::string& lock) const {
+    return by_address_[static_cast<std::size_t>(key_slot(lock)) % by_address_.size()];
+  }
+  static std::vector<std::size_t> by_address(const RedlockQuorum& quorum) {
+    std::vector<std::size_t> order(quorum.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return to_string(quorum.endpoint(a)) < to_string(quorum.endpoint(b));
+    });
+    return order;
+  }
+
+  // Releases what a failed acquisition got (owner-checked), on the round's connections. With
+  // `order` an instance's index (a fair request), the owner keeps its place there, and only
+  // that instance announces the release: to the waiter whose turn it is, the owner again.
   void undo(const LockKeys& keys, std::string_view owner, const std::vector<bool>& ours,
-            RedlockQuorum::Round& round, Millis lease) {
-    const ScriptCall call = release_call(keys, owner, Millis{0});
+            RedlockQuorum::Round& round, Millis lease, std::size_t order) {
+    const bool fair = order < quorum_->size();
+    const ScriptCall call = release_call(keys, owner, Millis{0}, 0, fair ? "k" : "");
+    const ScriptCall quiet = release_call(keys, owner, Millis{0}, 0, "q");
     std::vector<FanOutRequest> requests(quorum_->size());
     for (std::size_t i = 0; i < quorum_->size(); ++i) {
-      if (ours[i] && round.usable(i)) requests[i] = {&*round.handles[i], {&call}, {}};
+      const ScriptCall* mine = fair && i != order ? &quiet : &call;
+      if (ours[i] && round.usable(i)) requests[i] = {&*round.handles[i], {mine}, {}};
     }
     fan_out(requests, Clock::now() + node_timeout(lease));
   }
@@ -434,6 +480,7 @@ class RedlockBackend final : public Backend {
   std::condition_variable restored_;
   std::once_flag feed_once_;
   std::unique_ptr<ReleaseFeed> feed_;
+  const std::vector<std::size_t> by_address_;  ///< instance indexes, by address
 };
 
 }  // namespace

@@ -298,7 +298,8 @@ class RedlockRecords final : public RunStore, public AdminBackend {
   }
 
   // The lock as a majority of instances hold it (with `majority` false: as most of the
-  // instances that had it held it), with every instance's view in `instances`.
+  // instances that had it held it), with every instance's view in `instances`, and the
+  // longest queue any of them has.
   std::optional<LockInfo> combine(const std::vector<std::optional<LockInfo>>& per,
                                   const std::vector<bool>& answered, bool majority = true) const {
     const std::optional<std::string> owner = most_votes(per, majority);
@@ -313,6 +314,8 @@ class RedlockRecords final : public RunStore, public AdminBackend {
       } else {
         out->token = std::max(out->token, info->token);
         out->min_hold = out->min_hold || info->min_hold;
+        // A fair lock's waiters have their places on one instance (its order instance).
+        if (info->queue.size() > out->queue.size()) out->queue = info->queue;
       }
     }
     // Held for as long as a majority (or, without one, all of them) still has the key.
