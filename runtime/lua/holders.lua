@@ -140,9 +140,10 @@ local function fair_wait(queue, places, owner, kind, place_ms, now_us)
   end
 end
 
+-- Returns whether `owner` had a place.
 local function fair_leave(queue, places, owner)
-  redis.call('ZREM', queue, owner)
   redis.call('HDEL', places, owner)
+  return redis.call('ZREM', queue, owner) == 1
 end
 
 -- After a release: tells the waiters whose turn it is ('turn <owner>': only they wake), up to

@@ -17,14 +17,17 @@ local function release_lock(lock, fence, holders, queue, places, owner_id, keep_
     redis.call('SET', fence, floor_text, 'PX', fence_life)
   end
   local fair_queue = redis.call('EXISTS', queue) == 1
-  if fair_queue then
-    if not string.find(flags, 'k', 1, true) then
-      fair_leave(queue, places, owner_id)
-    end
+  local left = false
+  if fair_queue and not string.find(flags, 'k', 1, true) then
+    left = fair_leave(queue, places, owner_id)
   end
   local state = redis.call('HMGET', lock, 'owner', 'qhead', 'qtail', 'permits', 'wpending')
   local owner = state[1]
   if not owner then
+    -- A waiter that gave up its place while the lock was free: the next one may take it now.
+    if left then
+      fair_announce(queue, places, channel, 1000000, server_now_us())
+    end
     return 0
   end
   local now_us

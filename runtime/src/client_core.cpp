@@ -366,7 +366,13 @@ void ClientCore::leave_queue(const std::shared_ptr<Backend>& backend, const Key&
     }
     settler::end();
   };
-  if (!backend->release_later(key, owner, Millis{0}, std::move(done))) {
+  if (backend->release_later(key, owner, Millis{0}, done)) return;
+  // No release that keeps this thread's order (Redlock): leaving a queue needs none, as this
+  // owner takes nothing more. Sent now from the settler's thread, so that whoever is next in
+  // a fair queue is not kept behind this place until it lapses.
+  try {
+    settler::post([backend, key, owner, done] { done(backend->release(key, owner, Millis{0})); });
+  } catch (...) {  // out of memory
     settler::end();
     watchdog_->clean_up_after(backend, key, owner, until);
   }

@@ -15,6 +15,7 @@
 #include "dlock/dlock.hpp"
 #include "fixtures.hpp"
 #include "redis/keys.hpp"
+#include "redis/scripts.hpp"
 
 namespace dlock::test {
 namespace {
@@ -191,6 +192,33 @@ TEST_F(Handoff, AGrantWhoseNoticeIsLostIsFoundByTheNextAttempt) {
 }
 
 // Nobody waited: the lock hash holds no queue, and a release deletes it.
+// A fair waiter whose turn was announced, but which gave up before taking the lock, tells
+// the next one it is its turn when it leaves: the next one is not kept waiting for a poll.
+TEST_F(Handoff, AFairWaiterThatLeavesAFreeLockAnnouncesTheNextTurn) {
+  Config config = single_node_config(*server_);
+  config.backends["default"].poll_interval = 5s;
+  Client client(config);
+  const internal::LockKeys k = keys("ticket");
+  RedisAdmin admin(*server_);
+  // "gone" is first in the fair queue of a free lock, as after its turn was announced.
+  const long long now_s = std::stoll(admin.command({"TIME"}));
+  admin.command({"ZADD", k.queue, "1", "gone"});
+  admin.command({"HSET", k.places, "gone", std::to_string((now_s + 30) * 1000000) + " X"});
+  LockSettings fair = settings(10s, 4s);
+  fair.fair = true;
+  std::atomic<bool> granted{false};
+  std::thread next([&] { granted = static_cast<bool>(client.acquire("ticket", fair)); });
+  ASSERT_TRUE(wait_until([&] { return client.metrics().contention >= 1; }, 2s, 1ms));
+  // "gone" leaves, with the release script a waiter that gives up sends.
+  const auto left = Clock::now();
+  const internal::Script& release = internal::release_script();
+  admin.command({"EVAL", std::string(release.text), "5", k.lock, k.fence, k.holders, k.queue,
+                 k.places, "gone", "0", k.channel, "0", "604800000", ""});
+  next.join();
+  EXPECT_TRUE(granted.load());
+  EXPECT_LT(elapsed_ms(left), 1000) << "the next waiter waited for its poll";
+}
+
 TEST_F(Handoff, TheUncontendedPathMakesNoQueue) {
   Client a(slow_polling());
   Lease held = a.acquire("solo", settings(1s));

@@ -9,7 +9,6 @@
 #include <mutex>
 
 #include "log.hpp"
-#include "redis/crc16.hpp"
 #include "redis/keys.hpp"
 #include "redis/lock_scripts.hpp"
 #include "redis/redlock_quorum.hpp"
@@ -63,15 +62,12 @@ class RedlockBackend final : public Backend {
  public:
   RedlockBackend(std::shared_ptr<RedlockQuorum> quorum, std::string service,
                  std::shared_ptr<Metrics> metrics)
-      : quorum_(std::move(quorum)),
-        service_(std::move(service)),
-        metrics_(std::move(metrics)),
-        by_address_(by_address(*quorum_)) {}
+      : quorum_(std::move(quorum)), service_(std::move(service)), metrics_(std::move(metrics)) {}
 
   // Shared holds: each on a majority, as an exclusive hold is, so the two always meet on
   // some instance. Permits: each on quorum_for(N) instances, so that N+1 holders cannot all
-  // hold. Fair order: one instance per key keeps it (order_instance()), as the instances
-  // could each order the waiters differently.
+  // hold. Fair order: one instance per key keeps it (RedlockQuorum::order_instance), as the
+  // instances could each order the waiters differently.
   [[nodiscard]] bool supports(LockKind /*kind*/, bool /*fair*/) const override { return true; }
 
   GrantReply acquire(const GrantRequest& request) override {
@@ -83,26 +79,10 @@ class RedlockBackend final : public Backend {
                                                  open_wait(request.lease),
                                                  ConnectionPool::Lane::kShared, needed);
     const auto deadline = Clock::now() + node_timeout(request.lease);
-    // One call, built once (its owner details cost system calls); only the not-after time,
-    // on each instance's own clock, differs between the instances.
-    const ScriptCall call = acquire_call(keys, request, request.lease + drift(request.lease), 0);
     // A fair request keeps to the order of one instance; the others grant it as a plain one.
-    const std::size_t order = request.fair ? order_instance(keys.lock) : quorum_->size();
-    std::vector<ScriptCall> calls(quorum_->size());
-    for (std::size_t i = 0; i < quorum_->size(); ++i) {
-      if (!round.handles[i]) continue;
-      calls[i] = call;
-      calls[i].args[kAcquireNotAfterArg] =
-          std::to_string(round.handles[i]->server_time_us(deadline));
-      if (request.fair) {
-        if (i == order) {
-          keeping_fair_place(calls[i]);
-        } else {
-          without_fair_order(calls[i]);
-        }
-      }
-      round.ask(i, &calls[i]);
-    }
+    const std::size_t order = request.fair ? quorum_->order_instance(keys.lock) : quorum_->size();
+    const std::vector<ScriptCall> calls = acquire_calls(keys, request, round, deadline, order);
+    for (std::size_t i = 0; i < quorum_->size(); ++i) round.ask(i, &calls[i]);
     quorum_->send(round, deadline,
                   [needed, order](const std::vector<FanOutRequest>& requests,
                                   const std::vector<bool>& complete) {
@@ -188,7 +168,7 @@ class RedlockBackend final : public Backend {
       const Millis keep = keep_for > Millis{0} ? keep_for + drift(keep_for) : Millis{0};
       const ScriptCall call = release_call(keys, owner, keep, grant.token);
       // Of a fair grant, only the order instance announces the release: to the next waiter.
-      const std::size_t order = grant.fair ? order_instance(keys.lock) : quorum_->size();
+      const std::size_t order = grant.fair ? quorum_->order_instance(keys.lock) : quorum_->size();
       const ScriptCall quiet = release_call(keys, owner, keep, grant.token, "q");
       const Millis timeout = config().command_timeout;
       RedlockQuorum::Round round = quorum_->borrow(node_timeout(timeout), open_wait(timeout));
@@ -232,6 +212,26 @@ class RedlockBackend final : public Backend {
   const BackendConfig& config() const override { return quorum_->config(); }
 
  private:
+  // The acquisition's call for each instance the round reached. One call, built once (its
+  // owner details cost system calls); only the not-after time, on each instance's own clock,
+  // differs between the instances, and for a fair request (`order` an instance's index) the
+  // order instance's call keeps the order and the others' do not.
+  std::vector<ScriptCall> acquire_calls(const LockKeys& keys, const GrantRequest& request,
+                                        const RedlockQuorum::Round& round,
+                                        Clock::time_point deadline, std::size_t order) const {
+    const ScriptCall call = acquire_call(keys, request, request.lease + drift(request.lease), 0);
+    std::vector<ScriptCall> calls(quorum_->size());
+    for (std::size_t i = 0; i < quorum_->size(); ++i) {
+      if (!round.handles[i]) continue;
+      calls[i] = call;
+      calls[i].args[kAcquireNotAfterArg] =
+          std::to_string(round.handles[i]->server_time_us(deadline));
+      if (i == order) keeping_fair_place(calls[i]);
+      if (order < quorum_->size() && i != order) without_fair_order(calls[i]);
+    }
+    return calls;
+  }
+
   GrantTally tally_grants(const RedlockQuorum::Round& round) const {
     GrantTally tally;
     tally.ours.resize(quorum_->size());
@@ -341,20 +341,6 @@ class RedlockBackend final : public Backend {
   // the lease (the rest is for the calls), at most an open's own timeouts.
   Millis open_wait(Millis lease) const {
     return std::min(lease / 3, config().connect_timeout + config().command_timeout);
-  }
-
-  // The instance that keeps the order of `lock`'s fair waiters: the same for every process
-  // whatever order its configuration lists the instances in.
-  std::size_t order_instance(const std::string& lock) const {
-    return by_address_[static_cast<std::size_t>(key_slot(lock)) % by_address_.size()];
-  }
-  static std::vector<std::size_t> by_address(const RedlockQuorum& quorum) {
-    std::vector<std::size_t> order(quorum.size());
-    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-      return to_string(quorum.endpoint(a)) < to_string(quorum.endpoint(b));
-    });
-    return order;
   }
 
   // Releases what a failed acquisition got (owner-checked), on the round's connections. With
@@ -480,7 +466,6 @@ class RedlockBackend final : public Backend {
   std::condition_variable restored_;
   std::once_flag feed_once_;
   std::unique_ptr<ReleaseFeed> feed_;
-  const std::vector<std::size_t> by_address_;  ///< instance indexes, by address
 };
 
 }  // namespace

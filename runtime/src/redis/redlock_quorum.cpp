@@ -12,6 +12,7 @@
 
 #include "dlock/errors.hpp"
 #include "log.hpp"
+#include "redis/crc16.hpp"
 #include "redis/reply.hpp"
 
 namespace dlock::internal {
@@ -78,7 +79,11 @@ RedlockQuorum::RedlockQuorum(BackendConfig config)
     : config_(std::move(config)), quorum_(config_.endpoints.size() / 2 + 1) {
   for (const auto& endpoint : config_.endpoints) {
     instances_.push_back(std::make_unique<Instance>(endpoint, config_));
+    by_address_.push_back(by_address_.size());
   }
+  std::sort(by_address_.begin(), by_address_.end(), [&](std::size_t a, std::size_t b) {
+    return to_string(endpoint(a)) < to_string(endpoint(b));
+  });
 }
 
 RedlockQuorum::~RedlockQuorum() = default;
@@ -101,6 +106,10 @@ std::size_t RedlockQuorum::quorum_for(int permits) const noexcept {
   if (permits <= 1) return quorum_;
   const auto p = static_cast<std::size_t>(permits);
   return std::min(size(), p * size() / (p + 1) + 1);
+}
+
+std::size_t RedlockQuorum::order_instance(std::string_view lock_key) const noexcept {
+  return by_address_[static_cast<std::size_t>(key_slot(lock_key)) % by_address_.size()];
 }
 
 RedlockQuorum::Round RedlockQuorum::borrow(Clock::duration wait, Clock::duration open_wait,

@@ -54,6 +54,10 @@ class RedlockQuorum {
   /// least q with (P+1)·q > P·N: P+1 holders, each on q instances, would need more than P
   /// holders on some instance, which no instance admits. floor(P·N/(P+1)) + 1, at most N.
   [[nodiscard]] std::size_t quorum_for(int permits) const noexcept;
+  /// The instance that keeps the order of the fair waiters of the lock at `lock_key`: by its
+  /// slot among the instances sorted by address, so the same for every process whatever
+  /// order its configuration lists the instances in.
+  [[nodiscard]] std::size_t order_instance(std::string_view lock_key) const noexcept;
   [[nodiscard]] const BackendConfig& config() const noexcept { return config_; }
   [[nodiscard]] const Endpoint& endpoint(std::size_t i) const { return config_.endpoints.at(i); }
 
@@ -166,6 +170,7 @@ class RedlockQuorum {
   const BackendConfig config_;
   const std::size_t quorum_;
   std::vector<std::unique_ptr<Instance>> instances_;
+  std::vector<std::size_t> by_address_;  ///< the instances' indexes, sorted by address
 };
 
 }  // namespace dlock::internal
