@@ -20,10 +20,11 @@
 -- ARGV[10] a waiting writer's claim, ms (0: none): while the lock is held shared, no new
 --          shared hold starts for this long (the claim's next try renews it); with fair
 --          order, how long the caller's place in the fair queue lasts
--- ARGV[11] '1': fair order; 'K': fair order, and a grant keeps the caller's place until its
---          release (Redlock's order instance: a grant there may still be given back for want
---          of a quorum, and the caller must not lose its turn). Without either, a request
---          still keeps to the fair queue while anyone
+-- ARGV[11] '1': fair order; 'K': fair order, and a grant keeps (and renews) the caller's
+--          place (Redlock's order instance: a grant there may still be given back for want
+--          of a quorum, and the caller must not lose its turn); 'R': a Redlock holder's key
+--          restored on an instance that lost it, which no queue holds back. Otherwise a
+--          request still keeps to the fair queue while anyone
 --          has a place in it (it would jump that queue otherwise)
 --
 -- Returns {1, token, pttl} granted (pttl: the key's time left, which is less than the lease
@@ -72,7 +73,7 @@ end
 local claim = tonumber(ARGV[10]) or 0
 local live = {}
 local fair = ARGV[11] == '1' or ARGV[11] == 'K'
-if fair or redis.call('EXISTS', KEYS[4]) == 1 then
+if fair or (ARGV[11] ~= 'R' and redis.call('EXISTS', KEYS[4]) == 1) then
   live = fair_head(KEYS[4], KEYS[5], now_us)
 end
 local ordered = fair or #live > 0
@@ -119,6 +120,8 @@ if ordered then
   end
   if ARGV[11] ~= 'K' then
     fair_leave(KEYS[4], KEYS[5], ARGV[1])
+  elseif claim > 0 then
+    fair_wait(KEYS[4], KEYS[5], ARGV[1], 'X', claim, now_us)
   end
 end
 

@@ -8,7 +8,8 @@
 -- ARGV[1..9] as acquire.lua (a place in the queue is not taken: waiters of these kinds are
 --          woken by 'released' notifications)
 -- ARGV[10] 'S' or 'P'          ARGV[11] permits (P)
--- ARGV[12] '1' or 'K': fair order (see acquire.lua)
+-- ARGV[12] '1' or 'K': fair order; 'R': a restored hold (see acquire.lua). A grant leaves
+--          the fair queue also with 'K': a kept place would count as a permit waiting
 -- ARGV[13] how long the caller's place in the fair queue lasts, ms (0: it does not wait)
 --
 -- Returns {1, token, ttl} granted, {0, ttl, last token} busy, {-1, 0} too late, {-2, 0} the
@@ -51,7 +52,7 @@ if owner == '*permits' and redis.call('HGET', lock, 'permits') ~= ARGV[11] then
 end
 local live = {}
 local fair = ARGV[12] == '1' or ARGV[12] == 'K'
-if fair or redis.call('EXISTS', KEYS[4]) == 1 then
+if fair or (ARGV[12] ~= 'R' and redis.call('EXISTS', KEYS[4]) == 1) then
   live = fair_head(KEYS[4], KEYS[5], now_us)
 end
 local ordered = fair or #live > 0
@@ -68,7 +69,7 @@ end
 local ahead = 0
 if ordered then
   local turn
-  turn, ahead = fair_turn(KEYS[4], live, ARGV[1], ARGV[10], holders)
+  turn, ahead = fair_turn(KEYS[4], live, ARGV[1], ARGV[10])
   if not turn then
     return busy(0)
   end
@@ -79,10 +80,10 @@ if ARGV[10] == 'S' and not ordered then
   if claim > now_us then
     return busy(math.max(1, math.ceil((claim - now_us) / 1000)))
   end
-elseif redis.call('ZCARD', holders) + ahead >= tonumber(ARGV[11]) then
+elseif ARGV[10] == 'P' and redis.call('ZCARD', holders) + ahead >= tonumber(ARGV[11]) then
   return busy(owner and first_hold_left(holders, now_us) or 0)
 end
-if ordered and ARGV[12] ~= 'K' then
+if ordered then
   fair_leave(KEYS[4], KEYS[5], ARGV[1])
 end
 

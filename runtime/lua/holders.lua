@@ -105,18 +105,15 @@ end
 
 -- Whether the places ahead of `owner` let it take the lock as `kind` now, and how many
 -- permits the places ahead take first. Places of compatible kinds (shared after shared,
--- permits after permits) are served together. A place ahead whose owner is among
--- `holders` (a grant that kept its place: acquire.lua's 'K') holds its permit already.
-local function fair_turn(queue, live, owner, kind, holders)
+-- permits after permits) are served together.
+local function fair_turn(queue, live, owner, kind)
   local ahead = 0
   for _, place in ipairs(live) do
     if place[1] == owner then
       return true, ahead
     end
     if kind == 'P' and place[2] == 'P' then
-      if not (holders and redis.call('ZSCORE', holders, place[1])) then
-        ahead = ahead + 1
-      end
+      ahead = ahead + 1
     elseif not (kind == 'S' and place[2] == 'S') then
       return false, ahead
     end

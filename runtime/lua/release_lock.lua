@@ -39,6 +39,16 @@ local function release_lock(lock, fence, holders, queue, places, owner_id, keep_
       if n then
         redis.call('HDEL', lock, 'w:' .. owner_id, 'q:' .. n)
       end
+      if left then
+        -- A waiter that gave up its place: whoever is now first may join the holders.
+        local room = 1000000
+        if owner == '*permits' then
+          room = tonumber(state[4] or '1') - redis.call('ZCARD', holders)
+        end
+        if room > 0 then
+          fair_announce(queue, places, channel, room, now_us)
+        end
+      end
     end
     if ended ~= nil then
       -- A permit that came free goes to the next in the fair queue, else to whoever asks first.

@@ -366,15 +366,12 @@ void ClientCore::leave_queue(const std::shared_ptr<Backend>& backend, const Key&
     }
     settler::end();
   };
-  if (backend->release_later(key, owner, Millis{0}, done)) return;
-  // No release that keeps this thread's order (Redlock): leaving a queue needs none, as this
-  // owner takes nothing more. Sent now from the settler's thread, so that whoever is next in
-  // a fair queue is not kept behind this place until it lapses.
-  try {
-    settler::post([backend, key, owner, done] { done(backend->release(key, owner, Millis{0})); });
-  } catch (...) {  // out of memory
+  if (!backend->release_later(key, owner, Millis{0}, std::move(done))) {
     settler::end();
-    watchdog_->clean_up_after(backend, key, owner, until);
+    // No release that keeps this thread's order (Redlock, etcd): leaving a queue needs none,
+    // as this owner takes nothing more. Sent at once from the watchdog's cleanup worker, so
+    // that whoever is next in a fair queue is not kept behind this place until it lapses.
+    watchdog_->clean_up_after(backend, key, owner, until, true);
   }
 }
 

@@ -74,8 +74,9 @@ void Watchdog::track(const std::shared_ptr<LeaseState>& lease) {
 }
 
 void Watchdog::clean_up_after(std::shared_ptr<Backend> backend, Key key, std::string owner,
-                              Clock::time_point until) {
-  const auto first = later(Clock::now(), backend->config().command_timeout);
+                              Clock::time_point until, bool at_once) {
+  const auto first =
+      at_once ? Clock::now() : later(Clock::now(), backend->config().command_timeout);
   push(Task{first, {},
             std::make_shared<Cleanup>(Cleanup{std::move(backend), std::move(key),
                                               std::move(owner), until}),

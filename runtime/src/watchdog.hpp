@@ -37,8 +37,10 @@ class Watchdog {
 
   /// An acquisition timed out but may have been applied: release `owner`'s key, if it
   /// exists, a few times until `until` (owner-checked, so it can never hurt a real holder).
+  /// The first try is a command timeout from now, or now with `at_once` (a waiter leaving
+  /// its queue).
   void clean_up_after(std::shared_ptr<Backend> backend, Key key, std::string owner,
-                      Clock::time_point until);
+                      Clock::time_point until, bool at_once = false);
 
   /// Number of leases currently scheduled for renewal (for tests and benchmarks).
   [[nodiscard]] std::size_t tracked() const;

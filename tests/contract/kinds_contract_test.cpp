@@ -128,6 +128,27 @@ TEST_P(LockKinds, ANewReaderQueuesBehindAWaitingWriter) {
   writer.join();
 }
 
+// Fair shared holds overlap as plain ones do, and a fair writer keeps its turn: a reader that
+// comes after it waits behind it.
+TEST_P(LockKinds, FairSharedHoldsOverlapAndAFairWriterKeepsItsTurn) {
+  Client r1 = make_client(), r2 = make_client(), w = make_client(), r3 = make_client();
+  LockSettings reader = shared(10s);
+  reader.fair = true;
+  Lease one = first(r1, "doc", reader);
+  DLOCK_SKIP_UNLESS_OFFERED();
+  ASSERT_TRUE(one) << one.error();
+  Lease two = r2.acquire("doc", reader);
+  ASSERT_TRUE(two) << two.error();
+  EXPECT_NE(one.token(), two.token());
+  std::thread writer([&] { EXPECT_TRUE(w.acquire("doc", fair(10s, 8s))); });
+  JoinOnExit join_writer{writer};
+  ASSERT_TRUE(wait_until([&] { return w.metrics().contention >= 1; }, 5s, 1ms));
+  EXPECT_EQ(r3.try_acquire("doc", reader).status(), AcquireStatus::kBusy);
+  one.release();
+  two.release();
+  writer.join();
+}
+
 TEST_P(LockKinds, SharedInsideExclusiveIsAReentrantHoldOfIt) {
   Client a = make_client(), b = make_client();
   Lease outer = a.acquire("doc", settings(10s));

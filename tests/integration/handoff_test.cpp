@@ -25,6 +25,33 @@ class Handoff : public OneServerSuite {
   static internal::LockKeys keys(const std::string& key) {
     return internal::lock_keys(unique_service(), key);
   }
+  // `owner`, a fair waiter of `kind`, first in the fair queue of `key` (for 30 s).
+  static void place_first(const std::string& key, const std::string& owner, const char* kind) {
+    RedisAdmin admin(*server_);
+    const long long now_s = std::stoll(admin.command({"TIME"}));
+    admin.command({"ZADD", keys(key).queue, "1", owner});
+    admin.command({"HSET", keys(key).places, owner,
+                   std::to_string((now_s + 30) * 1000000) + " " + kind});
+  }
+  // `owner` leaves with the release script that a waiter giving up sends.
+  static void leave(const std::string& key, const std::string& owner) {
+    const internal::LockKeys k = keys(key);
+    RedisAdmin(*server_).command({"EVAL", std::string(internal::release_script().text), "5",
+                                  k.lock, k.fence, k.holders, k.queue, k.places, owner, "0",
+                                  k.channel, "0", "604800000", ""});
+  }
+  // `waiter` asks for `key` as `s` says, queues behind `gone`, which then leaves: the ms from
+  // the leave to the grant, -1 when not granted.
+  static long long granted_after_leave(Client& waiter, const std::string& key,
+                                       const LockSettings& s, const std::string& gone) {
+    std::atomic<bool> granted{false};
+    std::thread next([&] { granted = static_cast<bool>(waiter.acquire(key, s)); });
+    const bool queued = wait_until([&] { return waiter.metrics().contention >= 1; }, 2s, 1ms);
+    const auto left = Clock::now();
+    leave(key, gone);
+    next.join();
+    return queued && granted ? elapsed_ms(left) : -1;
+  }
   // The places in the key's queue: the lock hash's "w:<owner>" fields.
   static long long queued(const std::string& key) {
     const auto fields = RedisAdmin(*server_).array({"HKEYS", keys(key).lock});
@@ -198,25 +225,29 @@ TEST_F(Handoff, AFairWaiterThatLeavesAFreeLockAnnouncesTheNextTurn) {
   Config config = single_node_config(*server_);
   config.backends["default"].poll_interval = 5s;
   Client client(config);
-  const internal::LockKeys k = keys("ticket");
-  RedisAdmin admin(*server_);
-  // "gone" is first in the fair queue of a free lock, as after its turn was announced.
-  const long long now_s = std::stoll(admin.command({"TIME"}));
-  admin.command({"ZADD", k.queue, "1", "gone"});
-  admin.command({"HSET", k.places, "gone", std::to_string((now_s + 30) * 1000000) + " X"});
+  place_first("ticket", "gone", "X");  // a free lock's, as after its turn was announced
   LockSettings fair = settings(10s, 4s);
   fair.fair = true;
-  std::atomic<bool> granted{false};
-  std::thread next([&] { granted = static_cast<bool>(client.acquire("ticket", fair)); });
-  ASSERT_TRUE(wait_until([&] { return client.metrics().contention >= 1; }, 2s, 1ms));
-  // "gone" leaves, with the release script a waiter that gives up sends.
-  const auto left = Clock::now();
-  const internal::Script& release = internal::release_script();
-  admin.command({"EVAL", std::string(release.text), "5", k.lock, k.fence, k.holders, k.queue,
-                 k.places, "gone", "0", k.channel, "0", "604800000", ""});
-  next.join();
-  EXPECT_TRUE(granted.load());
-  EXPECT_LT(elapsed_ms(left), 1000) << "the next waiter waited for its poll";
+  const long long took = granted_after_leave(client, "ticket", fair, "gone");
+  EXPECT_GE(took, 0) << "not granted";
+  EXPECT_LT(took, 1000) << "the next waiter waited for its poll";
+}
+
+// So does a writer at the head of the queue of a lock held shared: the readers behind it may
+// join the holders at once.
+TEST_F(Handoff, AFairWriterThatLeavesASharedLocksQueueAnnouncesTheReadersTurn) {
+  Config config = single_node_config(*server_);
+  config.backends["default"].poll_interval = 5s;
+  Client holder(config), reader(config);
+  LockSettings shared = settings(10s, 4s);
+  shared.mode = LockMode::kShared;
+  shared.fair = true;
+  Lease first = holder.acquire("doc", shared);
+  ASSERT_TRUE(first);
+  place_first("doc", "gone", "X");  // a writer, as if it had come before the reader
+  const long long took = granted_after_leave(reader, "doc", shared, "gone");
+  EXPECT_GE(took, 0) << "not granted";
+  EXPECT_LT(took, 1000) << "the reader waited for its poll";
 }
 
 TEST_F(Handoff, TheUncontendedPathMakesNoQueue) {

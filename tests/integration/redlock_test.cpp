@@ -110,6 +110,36 @@ TEST_F(Redlock, TheOrderInstanceAloneSaysWhoseTurnItIs) {
   EXPECT_TRUE(granted) << granted.error();
 }
 
+// A place ahead in the order instance's fair queue holds a plain request back too, as on one
+// server; a key held there (left by a release that did not reach it) holds nobody back.
+TEST_F(Redlock, OnlyAPlaceAheadOnTheOrderInstanceOverridesTheQuorum) {
+  Client client(config(3));
+  place_by_hand(order_instance(3, "queued"), "queued", "ahead");
+  Lease plain = client.try_acquire("queued", settings(10s));
+  EXPECT_EQ(plain.status(), AcquireStatus::kBusy) << plain.error();
+  RedisAdmin stale(group.instance(order_instance(3, "left")));
+  stale.command({"HSET", lock_key("left"), "owner", "foreign", "token", "1"});
+  stale.command({"PEXPIRE", lock_key("left"), "30000"});
+  Lease fair_one = client.try_acquire("left", fair(10s));
+  EXPECT_TRUE(fair_one) << fair_one.error();
+}
+
+// The order instance lost a holder's key while waiters queued there: the holder's next
+// renewal puts it back, which the queue does not hold back (the holder holds by quorum).
+TEST_F(Redlock, AKeyRestoredOnTheOrderInstanceIsNotHeldBackByItsQueue) {
+  Client client(config(3));
+  const std::size_t order = order_instance(3, "ticket");
+  Lease held = client.acquire("ticket", fair(900ms));
+  ASSERT_TRUE(held) << held.error();
+  const std::optional<std::string> owner = owner_on((order + 1) % 3, "ticket");
+  ASSERT_TRUE(owner.has_value());
+  RedisAdmin(group.instance(order)).command({"DEL", lock_key("ticket")});
+  place_by_hand(order, "ticket", "ahead");
+  EXPECT_TRUE(wait_until([&] { return owner_on(order, "ticket") == owner; }, 2s, 10ms))
+      << "the renewal did not restore the key on the order instance";
+  EXPECT_FALSE(held.lost());
+}
+
 // With the order instance down, a fair lock is still granted by a quorum of the others, in no
 // particular order, and a waiter learns of a release by polling.
 TEST_F(Redlock, AFairLockIsGrantedWithItsOrderInstanceDown) {

@@ -102,17 +102,26 @@ ScriptCall release_call(const LockKeys& keys, std::string_view owner, Millis kee
 
 namespace {
 
-// acquire.lua's ARGV[11], acquire_shared.lua's ARGV[12] (acquire_call above).
-void set_fair_arg(ScriptCall& acquire, const char* value) {
-  const std::size_t fair = acquire.script == &acquire_script() ? 10 : 11;
-  if (fair < acquire.args.size()) acquire.args[fair] = value;
+// Sets acquire_call()'s argument `exclusive` of acquire.lua, or `shared` of
+// acquire_shared.lua (0-based), to `value`.
+void set_arg(ScriptCall& acquire, std::size_t exclusive, std::size_t shared, const char* value) {
+  const std::size_t at = acquire.script == &acquire_script() ? exclusive : shared;
+  if (at < acquire.args.size()) acquire.args[at] = value;
 }
+
+// acquire.lua's ARGV[11], acquire_shared.lua's ARGV[12].
+void set_fair_arg(ScriptCall& acquire, const char* value) { set_arg(acquire, 10, 11, value); }
 
 }  // namespace
 
-void without_fair_order(ScriptCall& acquire) { set_fair_arg(acquire, "0"); }
+void without_fair_order(ScriptCall& acquire) {
+  set_fair_arg(acquire, "0");
+  set_arg(acquire, 9, 12, "0");  // the claim: acquire.lua's ARGV[10], acquire_shared.lua's ARGV[13]
+}
 
 void keeping_fair_place(ScriptCall& acquire) { set_fair_arg(acquire, "K"); }
+
+void restoring(ScriptCall& acquire) { set_fair_arg(acquire, "R"); }
 
 ScriptCall release_together_call(const std::vector<LockKeys>& keys,
                                  const std::vector<ReleaseItem>& items) {

@@ -42,11 +42,16 @@ inline constexpr Millis kFenceLifetime{7LL * 24 * 3600 * 1000};
                                       Millis keep_for, std::uint64_t token_floor = 0,
                                       std::string_view flags = {});
 /// An acquire_call() of a fair request made plain: this server does not keep the order
-/// (Redlock's instances but the one that does). It still keeps to a fair queue it has.
+/// (Redlock's instances but the one that does), and the caller claims no place here, nor the
+/// lock from its readers. It still keeps to a fair queue it has.
 void without_fair_order(ScriptCall& acquire);
-/// An acquire_call() of a fair request whose grant keeps the caller's place in the fair
-/// queue until its release (Redlock's order instance: the grant may still be given back).
+/// An acquire_call() of a fair exclusive request whose grant keeps (and renews) the caller's
+/// place in the fair queue until its release (Redlock's order instance: the grant may still
+/// be given back). A shared hold or a permit leaves it as usual.
 void keeping_fair_place(ScriptCall& acquire);
+/// An acquire_call() that restores a holder's key on a Redlock instance that lost it: no
+/// fair queue there holds it back.
+void restoring(ScriptCall& acquire);
 /// release_together.lua: item i's key is `keys[i]`, released for its owner.
 [[nodiscard]] ScriptCall release_together_call(const std::vector<LockKeys>& keys,
                                                const std::vector<ReleaseItem>& items);

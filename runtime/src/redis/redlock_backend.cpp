@@ -79,13 +79,14 @@ class RedlockBackend final : public Backend {
                                                  open_wait(request.lease),
                                                  ConnectionPool::Lane::kShared, needed);
     const auto deadline = Clock::now() + node_timeout(request.lease);
-    // A fair request keeps to the order of one instance; the others grant it as a plain one.
-    const std::size_t order = request.fair ? quorum_->order_instance(keys.lock) : quorum_->size();
+    // The order instance keeps a fair queue's order; the others grant a fair request as a
+    // plain one.
+    const std::size_t order = quorum_->order_instance(keys.lock);
     const std::vector<ScriptCall> calls = acquire_calls(keys, request, round, deadline, order);
     for (std::size_t i = 0; i < quorum_->size(); ++i) round.ask(i, &calls[i]);
     quorum_->send(round, deadline,
-                  [needed, order](const std::vector<FanOutRequest>& requests,
-                                  const std::vector<bool>& complete) {
+                  [needed, order, fair = request.fair](const std::vector<FanOutRequest>& requests,
+                                                       const std::vector<bool>& complete) {
                     const auto granted_by = [&](std::size_t i) {
                       return complete[i] && grant_of(requests[i].replies[0]).kind ==
                                                 GrantReply::Kind::kAcquired;
@@ -93,7 +94,7 @@ class RedlockBackend final : public Backend {
                     std::size_t granted = 0;
                     for (std::size_t i = 0; i < requests.size(); ++i) granted += granted_by(i);
                     // In fair order, the order instance's answer is waited for.
-                    return granted >= needed && (order >= requests.size() || granted_by(order));
+                    return granted >= needed && (!fair || granted_by(order));
                   });
     // "Too late" from an instance: its clock may have stepped since it was measured.
     for (std::size_t i = 0; i < quorum_->size(); ++i) {
@@ -103,10 +104,12 @@ class RedlockBackend final : public Backend {
     }
     GrantTally tally = tally_grants(round);
     const auto elapsed = Clock::now() - start;
-    // Not this request's turn on the order instance: busy, whatever the others said. An order
-    // instance that did not answer keeps no order meanwhile (TOPOLOGIES.md).
-    const bool out_of_turn = request.fair && !tally.ours[order] &&
-                             grant_of(round.reply(order, 0)).kind == GrantReply::Kind::kBusy;
+    // Free on the order instance but not this request's turn (busy with no time left: a place
+    // ahead in its fair queue): busy, whatever the others said. An order instance that did not
+    // answer in time, or whose key is held, keeps no order meanwhile (TOPOLOGIES.md).
+    const GrantReply there = grant_of(round.reply(order, 0));
+    const bool out_of_turn =
+        there.kind == GrantReply::Kind::kBusy && there.ttl == Millis{0} && !tally.ours[order];
     if (tally.granted >= needed && elapsed < request.lease && !out_of_turn) {
       remember(request.owner, Grant{tally.token, std::string(request.name), request.kind,
                                     request.permits, needed, request.fair});
@@ -116,7 +119,10 @@ class RedlockBackend final : public Backend {
       return out;
     }
     // No quorum (or it came too late to be worth anything): undo what we got.
-    if (tally.granted > 0) undo(keys, request.owner, tally.ours, round, request.lease, order);
+    if (tally.granted > 0) {
+      undo(keys, request.owner, tally.ours, round, request.lease,
+           request.fair ? order : quorum_->size());
+    }
     if (out_of_turn) tally.granted = 0;  // busy (refusal() below), not "took too long"
     return refusal(tally, elapsed, needed);
   }
@@ -226,8 +232,8 @@ class RedlockBackend final : public Backend {
       calls[i] = call;
       calls[i].args[kAcquireNotAfterArg] =
           std::to_string(round.handles[i]->server_time_us(deadline));
-      if (i == order) keeping_fair_place(calls[i]);
-      if (order < quorum_->size() && i != order) without_fair_order(calls[i]);
+      if (request.fair && i == order) keeping_fair_place(calls[i]);
+      if (request.fair && i != order) without_fair_order(calls[i]);
     }
     return calls;
   }
@@ -344,16 +350,17 @@ class RedlockBackend final : public Backend {
   }
 
   // Releases what a failed acquisition got (owner-checked), on the round's connections. With
-  // `order` an instance's index (a fair request), the owner keeps its place there, and only
-  // that instance announces the release: to the waiter whose turn it is, the owner again.
+  // `order` an instance's index (a fair request), quietly: the owner keeps its place there
+  // and tries again after its pause, and no waiter is woken for a lock nobody could take.
   void undo(const LockKeys& keys, std::string_view owner, const std::vector<bool>& ours,
             RedlockQuorum::Round& round, Millis lease, std::size_t order) {
     const bool fair = order < quorum_->size();
-    const ScriptCall call = release_call(keys, owner, Millis{0}, 0, fair ? "k" : "");
+    const ScriptCall call = release_call(keys, owner, Millis{0});
     const ScriptCall quiet = release_call(keys, owner, Millis{0}, 0, "q");
+    const ScriptCall kept = release_call(keys, owner, Millis{0}, 0, "kq");
     std::vector<FanOutRequest> requests(quorum_->size());
     for (std::size_t i = 0; i < quorum_->size(); ++i) {
-      const ScriptCall* mine = fair && i != order ? &quiet : &call;
+      const ScriptCall* mine = !fair ? &call : i == order ? &kept : &quiet;
       if (ours[i] && round.usable(i)) requests[i] = {&*round.handles[i], {mine}, {}};
     }
     fan_out(requests, Clock::now() + node_timeout(lease));
@@ -407,6 +414,7 @@ class RedlockBackend final : public Backend {
       request.permits = grant.permits;
       calls.push_back(acquire_call(batch.keys[k], request, items[k].ttl + drift(items[k].ttl),
                                    round.handles[i]->server_time_us(deadline)));
+      restoring(calls.back());  // held by quorum already: no fair queue holds it back
       requests[i].conn = &*round.handles[i];
       requests[i].calls.push_back(&calls.back());  // no reallocation: reserved above
     }

@@ -314,9 +314,19 @@ class RedlockRecords final : public RunStore, public AdminBackend {
       } else {
         out->token = std::max(out->token, info->token);
         out->min_hold = out->min_hold || info->min_hold;
-        // A fair lock's waiters have their places on one instance (its order instance).
-        if (info->queue.size() > out->queue.size()) out->queue = info->queue;
       }
+    }
+    // A fair lock's waiters have their places on one instance (its order instance), which may
+    // not hold the lock for this owner; the holder's own place there (kept from its grant
+    // until its release) is not a waiter's.
+    out->queue.clear();
+    for (const auto& info : per) {
+      if (!info) continue;
+      std::vector<WaiterInfo> queue;
+      for (const WaiterInfo& waiter : info->queue) {
+        if (waiter.owner != *owner) queue.push_back(waiter);
+      }
+      if (queue.size() > out->queue.size()) out->queue = std::move(queue);
     }
     // Held for as long as a majority (or, without one, all of them) still has the key.
     std::sort(ttls.begin(), ttls.end(), std::greater<>());

@@ -10,6 +10,28 @@
 #include "settler.hpp"
 
 namespace dlock::internal {
+namespace {
+
+// Whether a reply that is not an answer says the command was not applied: never sent, or
+// refused before it ran (the script unknown, the key elsewhere, not a master right now).
+bool nothing_applied(const Reply& reply) {
+  if (reply.status() == Reply::Status::kNotSent) return true;
+  if (reply.status() != Reply::Status::kOk) return false;
+  switch (reply.server_error()) {
+    case ServerError::kNoScript:
+    case ServerError::kMoved:
+    case ServerError::kAsk:
+    case ServerError::kTryAgain:
+    case ServerError::kClusterDown:
+    case ServerError::kReadOnly:
+    case ServerError::kNotReady: return true;
+    case ServerError::kNone:
+    case ServerError::kOther: return false;
+  }
+  return false;
+}
+
+}  // namespace
 
 ReleaseOutcome RoutedBackend::release(const Key& key, std::string_view owner,
                                       Millis keep_for) noexcept {
@@ -99,12 +121,11 @@ bool RoutedBackend::send_release(const std::string& lock, ScriptCall call,
   const auto on_reply = [read = std::move(read), again = std::move(again),
                          unknown = std::move(unknown), done](Reply reply, ConnectionPool::Pin pin) {
     std::optional<Outcome> outcome = read(reply);
-    // No answer in time, or a connection that broke: the release may have been applied,
-    // and sending it again could find the next owner's key and call that a loss. The
-    // outcome is unknown, as release() says after the same failure.
-    const bool unanswered =
-        reply.status() == Reply::Status::kTimeout || reply.status() == Reply::Status::kBroken;
-    if (outcome || unanswered) {
+    // Sent again only after an answer that says nothing was applied. Otherwise (no answer in
+    // time, a broken connection, a script that failed part way) the release may have been
+    // applied, and sending it again could find the next owner's key, or this release's own
+    // work, and call that a loss: the outcome is unknown, as release() says then.
+    if (outcome || !nothing_applied(reply)) {
       pin = {};  // applied, or nothing more to learn: the thread may go on
       done(outcome ? std::move(*outcome) : unknown);
       return;
