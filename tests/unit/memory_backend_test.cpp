@@ -3,6 +3,7 @@
 #include <malloc.h>
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
 
@@ -43,11 +44,16 @@ TEST(MemoryBackend, KeysNoLongerHeldDoNotKeepMemory) {
   };
   churn(0, 20'000);  // warm-up: pools, maps and the allocator reach their working size
   const std::size_t before = heap_in_use();
-  churn(20'000, 120'000);
+  churn(20'000, 220'000);
   const std::size_t after = heap_in_use();
   const std::size_t grown = after > before ? after - before : 0;
   set_log_level(LogLevel::kInfo);
-  EXPECT_LT(grown, 4u << 20) << "100000 keys no longer held left " << grown << " bytes behind";
+  // What is in use besides moves with the moment: the store sweeps expired keys only when
+  // its map has doubled, so up to twice the keys of the last few ms are still there (0 to
+  // 4.3 MB seen at either end, with 100000 keys or 300000). A key that kept ~40 bytes or more
+  // would leave over 8 MB behind.
+  std::printf("[ measure ] 200000 keys no longer held left %zu bytes behind\n", grown);
+  EXPECT_LT(grown, 8u << 20) << "200000 keys no longer held left " << grown << " bytes behind";
 }
 
 }  // namespace
