@@ -125,10 +125,12 @@ inline std::string lua_file(const std::string& name) {
   return text.str();
 }
 
-/// A lock script as the runtime sends it: holders.lua put before it (scripts.cpp). Its five
-/// keys are the lock, the fencing counter, the holders, the fair queue and its places.
+/// A lock script as the runtime sends it (scripts.cpp): holders.lua put before it, and before
+/// a release also release_lock.lua. Its five keys are the lock, the fencing counter, the
+/// holders, the fair queue and its places.
 inline std::string lua_source(const std::string& name) {
-  return lua_file("holders.lua") + lua_file(name);
+  const bool releases = name == "release.lua" || name == "release_together.lua";
+  return lua_file("holders.lua") + (releases ? lua_file("release_lock.lua") : "") + lua_file(name);
 }
 
 /// The minimal owner-checked release of the floor: delete the key if it still holds our value.
