@@ -45,6 +45,21 @@ std::string_view consensus_refusal(Server server, std::string_view key) {
   return {};
 }
 
+// Where a Redis backend of `spec` wants its servers, when `key` names another topology's:
+// "; a redlock backend's servers go in 'instances'", or empty.
+std::string servers_hint(const TopologySpec& spec, std::string_view key) {
+  const bool a_server_list = contains(kRedisServerKeys, key) || key == "endpoints" ||
+                             key == "hosts" || key == "dsn";
+  if (spec.server != Server::kRedis || !a_server_list) return {};
+  for (const std::string_view own : spec.required) {
+    if (contains(kRedisServerKeys, own)) {
+      return fmt::format("; {} backend's {} in '{}'", with_article(spec.name),
+                         own == "address" ? "server goes" : "servers go", own);
+    }
+  }
+  return {};
+}
+
 // "zookeeper" or "zookeeper and etcd": the topologies whose own key `key` is.
 std::string owners_of(std::string_view key) {
   std::string owners;
@@ -286,8 +301,8 @@ void Loader::check_backend_keys(const std::vector<Entry>& items, const TopologyS
   }
   if (const std::string owners = owners_of(item.key); !owners.empty()) {
     fail(item.key_mark, item.path,
-         fmt::format("does not apply to {} backend (it is {} setting)", with_article(spec.name),
-                     with_article(owners)));
+         fmt::format("does not apply to {} backend (it is {} setting){}", with_article(spec.name),
+                     with_article(owners), servers_hint(spec, item.key)));
   }
   unknown_key(item, allowed,
               contains(kLockKeys, item.key)

@@ -135,7 +135,14 @@ const BadFile kBadEtcdFiles[] = {
      "tls, connect_timeout, command_timeout, poll_interval)"},
     {"EndpointsOnASingleBackendIsRefused",
      "backends:\n  default:\n    topology: single\n    address: h\n    endpoints: [h]\n", "5:5",
-     "backends.default.endpoints: does not apply to a single backend (it is an etcd setting)"},
+     "backends.default.endpoints: does not apply to a single backend (it is an etcd setting); "
+     "a single backend's server goes in 'address'"},
+    {"EndpointsOnARedlockBackendNameItsInstances",
+     "backends:\n  default:\n    topology: redlock\n    instances: [redis://h:1]\n"
+     "    endpoints: [h]\n",
+     "5:5",
+     "backends.default.endpoints: does not apply to a redlock backend (it is an etcd setting); "
+     "a redlock backend's servers go in 'instances'"},
     {"EndpointsOnAZookeeperBackendIsRefusedForHosts",
      "backends:\n  default:\n    topology: zookeeper\n    hosts: [h]\n    endpoints: [h]\n",
      "5:5",

@@ -55,7 +55,8 @@ const BadFile kBadPostgresFiles[] = {
      "sentinel setting)"},
     {"DsnOnASingleBackendIsRefused",
      "backends:\n  default:\n    topology: single\n    address: h\n    dsn: host=h\n", "5:5",
-     "backends.default.dsn: does not apply to a single backend (it is a postgres setting)"},
+     "backends.default.dsn: does not apply to a single backend (it is a postgres setting); a "
+     "single backend's server goes in 'address'"},
     {"TableOnARedlockBackendIsRefused",
      "backends:\n  default: {topology: redlock, instances: [a, b, c], table: locks}\n", "2:54",
      "backends.default.table: does not apply to a redlock backend (it is a postgres setting)"},

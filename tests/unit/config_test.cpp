@@ -236,7 +236,7 @@ const BadFile kBadFiles[] = {
     {"KeyOfAnotherTopologyIsRefused",
      "backends:\n  default:\n    topology: single\n    address: h\n    sentinels: [a:1]\n", "5:5",
      "backends.default.sentinels: does not apply to a single backend (it is a sentinel "
-     "setting)"},
+     "setting); a single backend's server goes in 'address'"},
     {"MemoryBackendTakesNoAddress",
      "backends:\n  default:\n    topology: memory\n    address: 127.0.0.1\n", "4:5",
      "backends.default.address: does not apply to a memory backend"},

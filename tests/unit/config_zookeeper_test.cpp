@@ -132,7 +132,8 @@ const BadFile kBadZookeeperFiles[] = {
      "backends.zk.master_name: does not apply to a zookeeper backend (it is a sentinel setting)"},
     {"HostsOnASingleBackendIsRefused",
      "backends:\n  default:\n    topology: single\n    address: h\n    hosts: [h]\n", "5:5",
-     "backends.default.hosts: does not apply to a single backend (it is a zookeeper setting)"},
+     "backends.default.hosts: does not apply to a single backend (it is a zookeeper setting); "
+     "a single backend's server goes in 'address'"},
     {"RootOnAPostgresBackendIsRefused",
      "backends:\n  default:\n    topology: postgres\n    dsn: host=h\n    root: /dlock\n", "5:5",
      "backends.default.root: does not apply to a postgres backend (it is a zookeeper and etcd "
