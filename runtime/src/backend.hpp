@@ -132,6 +132,12 @@ enum class ReleaseOutcome {
   kUnavailable,  ///< unknown: the key expires with its lease
 };
 
+/// Whether a release's outcome is anything but released or kept: what on_lost or a warning
+/// may have to hear of.
+[[nodiscard]] inline bool is_loss_or_unknown(ReleaseOutcome outcome) noexcept {
+  return outcome != ReleaseOutcome::kReleased && outcome != ReleaseOutcome::kKept;
+}
+
 /// One key of a release of several (Backend::release_together): what release() takes.
 struct ReleaseItem {
   Key key;

@@ -415,13 +415,8 @@ ReleaseStatus ClientCore::release_ended(const std::shared_ptr<LeaseState>& lease
       lease->core->report_release(lease, outcome, ending.keep_for, ending.held_ms);
       settler::end();
     };
-    // A loss calls on_lost: on the settler's thread, not on whichever caller read the reply.
     const auto done = [report](ReleaseOutcome outcome) {
-      if (outcome == ReleaseOutcome::kReleased || outcome == ReleaseOutcome::kKept) {
-        report(outcome);
-      } else {
-        settler::post([report, outcome] { report(outcome); });
-      }
+      settler::report(!is_loss_or_unknown(outcome), [report, outcome] { report(outcome); });
     };
     if (lease->backend->release_later(lease->key, lease->owner, ending.keep_for, done)) {
       return ReleaseStatus::kReleased;

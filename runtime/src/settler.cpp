@@ -142,6 +142,14 @@ void post(std::function<void()> job) {
   run(job);
 }
 
+void report(bool quiet, std::function<void()> report) {
+  if (quiet) {
+    report();
+  } else {
+    post(std::move(report));
+  }
+}
+
 void watch(std::weak_ptr<Settleable> pool) {
   State& s = state();
   std::lock_guard lock(s.mutex);

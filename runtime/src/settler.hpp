@@ -37,6 +37,10 @@ inline constexpr std::chrono::milliseconds kGrace{2};
 /// Runs `job` on the settler's thread, after the jobs posted before it. Jobs must not throw
 /// (what they throw is logged) and must be bounded.
 void post(std::function<void()> job);
+/// Runs `report` (what a release sent without waiting came to) here when `quiet`, else
+/// posts it: a loss calls on_lost, on the settler's thread rather than on whichever caller
+/// read the reply.
+void report(bool quiet, std::function<void()> report);
 /// Has `pool` settled every kGrace until it owes nothing.
 void watch(std::weak_ptr<Settleable> pool);
 

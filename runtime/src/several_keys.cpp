@@ -283,17 +283,9 @@ std::vector<ReleaseStatus> ClientCore::release_together(
       }
       settler::end();
     };
-    // A loss calls on_lost: on the settler's thread, as release() reports one.
     const auto done = [report](std::vector<ReleaseOutcome> outcomes) {
-      const bool quiet =
-          std::all_of(outcomes.begin(), outcomes.end(), [](ReleaseOutcome outcome) {
-            return outcome == ReleaseOutcome::kReleased || outcome == ReleaseOutcome::kKept;
-          });
-      if (quiet) {
-        report(outcomes);
-      } else {
-        settler::post([report, outcomes = std::move(outcomes)] { report(outcomes); });
-      }
+      const bool quiet = std::none_of(outcomes.begin(), outcomes.end(), is_loss_or_unknown);
+      settler::report(quiet, [report, outcomes = std::move(outcomes)] { report(outcomes); });
     };
     if (engine->release_together_later(items, done)) {
       return std::vector<ReleaseStatus>(parts.size(), ReleaseStatus::kReleased);
