@@ -95,6 +95,20 @@ class RawConnection {
     }
     return static_cast<redisReply*>(reply);
   }
+  /// Sends one command (redisCommand format) at once without reading its reply, which comes
+  /// from next_reply() later; throws on a connection error.
+  template <typename... Args>
+  void send(const char* format, Args... args) {
+    int done = 0;
+    if (redisAppendCommand(ctx_, format, args...) != REDIS_OK) {
+      throw std::runtime_error(fmt::format("redis: {}", ctx_->errstr));
+    }
+    while (done == 0) {
+      if (redisBufferWrite(ctx_, &done) != REDIS_OK) {
+        throw std::runtime_error(fmt::format("redis: {}", ctx_->errstr));
+      }
+    }
+  }
   /// Runs a command whose reply is not needed.
   template <typename... Args>
   void run(const char* format, Args... args) {

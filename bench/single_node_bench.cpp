@@ -8,6 +8,10 @@
 //                         arguments dlock sends: the server's share of a dlock cycle, without
 //                         the client library (the difference to BM_LockReleaseCycle is the
 //                         client's work)
+//   BM_RawDlockScriptsOneWait  the same scripts with one awaited round trip, as a guarded call
+//                         sends them: the release goes out at once and its reply is read
+//                         with the next acquire's (the floor of the woven cycle for any
+//                         client of these scripts)
 //   BM_LockReleaseCycle   dlock: acquire + release through the public API
 //   BM_WovenCycle         dlock: one call of a function with [[dlock::guard]], woven by
 //                         dlock_weave() (the figure users get; built when the generator is)
@@ -43,26 +47,55 @@ void BM_RawSetNxPxAndDel(benchmark::State& state) {
 }
 BENCHMARK(BM_RawSetNxPxAndDel);
 
+// dlock's acquire and release calls for one lock, with the keys, owner id and metadata dlock
+// would send (see lock_scripts.cpp), the scripts loaded on `raw`.
+struct DlockCalls {
+  explicit DlockCalls(RawConnection& raw) {
+    using dlock::bench::lua_source;
+    const std::string acquire_sha = raw.load_script(lua_source("acquire.lua").c_str());
+    const std::string release_sha = raw.load_script(lua_source("release.lua").c_str());
+    const std::string keys =
+        " 5 dlock:{bench:raw-key}:lock dlock:{bench:raw-key}:fence dlock:{bench:raw-key}:holders "
+        "dlock:{bench:raw-key}:queue dlock:{bench:raw-key}:places 5f3a9c1e2b7d4a605f3a9c1e2b7d4a60:1a";
+    acquire = "EVALSHA " + acquire_sha + keys +
+              " 30000 0 bench-host 12345 12345 raw-key 604800000 0 0 0";
+    release = "EVALSHA " + release_sha + keys + " 0 dlock:{bench:raw-key}:released 0 604800000";
+  }
+  std::string acquire;
+  std::string release;
+};
+
 void BM_RawDlockScripts(benchmark::State& state) {
-  using dlock::bench::lua_source;
   RawConnection raw;
-  const std::string acquire = raw.load_script(lua_source("acquire.lua").c_str());
-  const std::string release = raw.load_script(lua_source("release.lua").c_str());
-  // The keys, owner id and metadata dlock would send for this lock (see lock_scripts.cpp).
-  const char* keys =
-      "dlock:{bench:raw-key}:lock dlock:{bench:raw-key}:fence dlock:{bench:raw-key}:holders "
-      "dlock:{bench:raw-key}:queue dlock:{bench:raw-key}:places";
-  const char* owner = "5f3a9c1e2b7d4a605f3a9c1e2b7d4a60:1a";
-  const std::string acquire_call = "EVALSHA " + acquire + " 5 " + keys + " " + owner +
-                                   " 30000 0 bench-host 12345 12345 raw-key 604800000 0 0 0";
-  const std::string release_call = "EVALSHA " + release + " 5 " + keys + " " + owner +
-                                   " 0 dlock:{bench:raw-key}:released 0 604800000";
+  const DlockCalls calls(raw);
   for (auto _ : state) {
-    raw.run(acquire_call.c_str());
-    raw.run(release_call.c_str());
+    raw.run(calls.acquire.c_str());
+    raw.run(calls.release.c_str());
   }
 }
 BENCHMARK(BM_RawDlockScripts);
+
+void BM_RawDlockScriptsOneWait(benchmark::State& state) {
+  RawConnection raw;
+  const DlockCalls calls(raw);
+  bool release_unread = false;
+  for (auto _ : state) {
+    raw.send(calls.acquire.c_str());
+    if (release_unread) freeReplyObject(raw.next_reply());
+    redisReply* granted = raw.next_reply();
+    const bool refused = granted->type == REDIS_REPLY_ERROR;
+    freeReplyObject(granted);
+    if (refused) {
+      state.SkipWithError("the acquire script answered with an error");
+      release_unread = false;
+      break;
+    }
+    raw.send(calls.release.c_str());
+    release_unread = true;
+  }
+  if (release_unread) freeReplyObject(raw.next_reply());
+}
+BENCHMARK(BM_RawDlockScriptsOneWait);
 
 void BM_LockReleaseCycle(benchmark::State& state) {
   dlock::bench::lock_release_cycles(state, dlock::bench::single_node_config("bench"));

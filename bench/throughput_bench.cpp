@@ -9,8 +9,11 @@
 // Prints the two figures and, last, one line for scripts/bench:
 //   RESULT throughput threads=N cycles_per_s=X ceiling_cycles_per_s=Y ratio=X/Y
 //          client_cpu_us=C server_cpu_us=S cpu_bound_cycles_per_s=B
+//          server_bound_cycles_per_s=V ceiling_server_cpu_us=R
 // C and S are the CPU time per cycle of this process and of the server; B is what the
-// machine's cores could do at that cost (cores / (C + S)).
+// machine's cores could do at that cost (cores / (C + S)); V what the server's one thread
+// could do at S (1 / S), whatever the client; R the server's CPU per cycle under
+// redis-benchmark.
 // The pool has P connections (default 8, the library's default): with more threads than
 // connections, threads share connections and their commands are pipelined.
 #include <fmt/format.h>
@@ -137,8 +140,11 @@ int main(int argc, char** argv) try {
     return 1;
   }
   const double cycles_per_s = double(total) / seconds;
+  const double ceiling_server_before = server_cpu_seconds();
   const double rps = redis_benchmark_rps(threads, requests);
   if (rps <= 0) return 1;
+  const double ceiling_server_us =
+      (server_cpu_seconds() - ceiling_server_before) * 1e6 / (double(requests) / 2);
   const double ceiling = rps / 2;
   fmt::print("dlock: {} threads, {} connections, {} cycles in {:.2f} s: {:.0f} cycles/s\n", threads,
              pool, total, seconds, cycles_per_s);
@@ -150,13 +156,19 @@ int main(int argc, char** argv) try {
       "CPU per cycle: client {:.1f} us, server {:.1f} us; {} cores allow at most {:.0f} "
       "cycles/s at that cost\n",
       client_us, server_us, cores, cores * 1e6 / (client_us + server_us));
-  fmt::print("ceiling: redis-benchmark -c {} EVALSHA (SET NX PX script): {:.0f} requests/s = {:.0f} cycles/s\n",
-             threads, rps, ceiling);
+  // The server runs scripts on one thread: no client gets more cycles than this out of it.
+  fmt::print("the server alone, one core at {:.1f} us per cycle, allows at most {:.0f} cycles/s\n",
+             server_us, 1e6 / server_us);
+  fmt::print(
+      "ceiling: redis-benchmark -c {} EVALSHA (SET NX PX script): {:.0f} requests/s = {:.0f} "
+      "cycles/s, server CPU {:.1f} us per cycle\n",
+      threads, rps, ceiling, ceiling_server_us);
   fmt::print(
       "RESULT throughput threads={} cycles_per_s={:.0f} ceiling_cycles_per_s={:.0f} ratio={:.3f} "
-      "client_cpu_us={:.1f} server_cpu_us={:.1f} cpu_bound_cycles_per_s={:.0f}\n",
+      "client_cpu_us={:.1f} server_cpu_us={:.1f} cpu_bound_cycles_per_s={:.0f} "
+      "server_bound_cycles_per_s={:.0f} ceiling_server_cpu_us={:.1f}\n",
       threads, cycles_per_s, ceiling, cycles_per_s / ceiling, client_us, server_us,
-      cores * 1e6 / (client_us + server_us));
+      cores * 1e6 / (client_us + server_us), 1e6 / server_us, ceiling_server_us);
   return 0;
 } catch (const std::exception& e) {
   fmt::print(stderr, "dlock_bench_throughput: {}\n", e.what());
