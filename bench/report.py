@@ -229,6 +229,14 @@ def figure7(results, table, dlock_cycle_us, dlock_handoff_us):
                 rate = peer_cycle / cycle_us
                 table.add(f"{label}: cycle rate", f"dlock {1e6 / cycle_us:,.0f}/s",
                           f"{name} {1e6 / peer_cycle:,.0f}/s", f"{rate:.2f}×", "≥ 2×", verdict(rate >= 2))
+            # The most a cycle of one awaited round trip could get against this peer: with
+            # dlock's scripts over raw hiredis, and with nothing but a PING.
+            for floor, words in (("BM_RawDlockScriptsOneWait", "dlock's scripts, raw, one wait"),
+                                 ("BM_RawPing", "one PING")):
+                if floor in adjacent:
+                    table.add(f"{label}: at most, {words}", f"{1e6 / adjacent[floor]:,.0f}/s",
+                              f"{name} {1e6 / peer_cycle:,.0f}/s",
+                              f"{peer_cycle / adjacent[floor]:.2f}×", "(a floor of the ratio above)", "")
             if dlock_handoff_us:
                 better = peer_handoff / dlock_handoff_us
                 table.add(f"{label}: handoff median", f"dlock {us(dlock_handoff_us)}",

@@ -35,7 +35,7 @@ class ReleaseSignals::Watch final : public ReleaseWatch {
       auto it = signal.turns.find(expected_);
       return it == signal.turns.end() ? 0 : it->second;
     };
-    owner_.changed_.wait_until(lock, until, [&] {
+    signal.changed.wait_until(lock, until, [&] {
       return signal.generation != seen_ || granted() || turns() != turns_seen_;
     });
     if (granted()) {
@@ -123,26 +123,25 @@ std::optional<std::string_view> turn_in(std::string_view payload) {
 }  // namespace
 
 void ReleaseSignals::notify(const std::string& channel, std::string_view payload) {
-  {
-    std::lock_guard lock(mutex_);
-    auto it = signals_.find(channel);
-    if (it == signals_.end()) return;
-    if (const auto grant = grant_in(payload)) {
-      // The lock went to a queued waiter: only that waiter (if it is one of ours) has
-      // anything to do; the others would find the lock busy.
-      auto waiter = it->second.grants.find(grant->second);
-      if (waiter == it->second.grants.end()) return;
-      waiter->second = std::max(waiter->second, grant->first);
-    } else if (const auto turn = turn_in(payload)) {
-      // Only that waiter may take the lock now; the others would find it busy.
-      auto waiter = it->second.turns.find(*turn);
-      if (waiter == it->second.turns.end()) return;
-      ++waiter->second;
-    } else {
-      ++it->second.generation;
-    }
+  // Under the lock: a last watch dropped once it is released takes the condition with it.
+  std::lock_guard lock(mutex_);
+  auto it = signals_.find(channel);
+  if (it == signals_.end()) return;
+  if (const auto grant = grant_in(payload)) {
+    // The lock went to a queued waiter: only that waiter (if it is one of ours) has
+    // anything to do; the others would find the lock busy.
+    auto waiter = it->second.grants.find(grant->second);
+    if (waiter == it->second.grants.end()) return;
+    waiter->second = std::max(waiter->second, grant->first);
+  } else if (const auto turn = turn_in(payload)) {
+    // Only that waiter may take the lock now; the others would find it busy.
+    auto waiter = it->second.turns.find(*turn);
+    if (waiter == it->second.turns.end()) return;
+    ++waiter->second;
+  } else {
+    ++it->second.generation;
   }
-  changed_.notify_all();
+  it->second.changed.notify_all();
 }
 
 std::vector<std::string> ReleaseSignals::channels() const {

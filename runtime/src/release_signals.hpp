@@ -44,6 +44,9 @@ class ReleaseSignals {
     std::map<std::string, std::uint64_t, std::less<>> grants;
     /// The same owners -> how many turns were announced for each.
     std::map<std::string, std::uint64_t, std::less<>> turns;
+    /// The watches of this channel wait here: a message wakes only them, not every waiter
+    /// of the process.
+    std::condition_variable changed;
   };
   class Watch;
 
@@ -54,7 +57,6 @@ class ReleaseSignals {
   // changes in the order they happen.
   std::mutex interest_mutex_;
   mutable std::mutex mutex_;
-  std::condition_variable changed_;
   std::map<std::string, Signal> signals_;
 };
 

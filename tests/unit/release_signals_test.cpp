@@ -5,8 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace dlock::internal {
 namespace {
@@ -15,6 +18,16 @@ using namespace std::chrono_literals;
 using Wake = ReleaseWatch::Wake;
 
 Clock::time_point soon() { return Clock::now() + 20ms; }
+
+// How often the calling thread has gone to sleep so far (Linux: /proc/thread-self/status).
+long sleeps_of_this_thread() {
+  std::ifstream status("/proc/thread-self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("voluntary_ctxt_switches:", 0) == 0) return std::stol(line.substr(24));
+  }
+  return -1;
+}
 
 TEST(ReleaseSignals, APlainReleaseWakesEveryWatchOnce) {
   ReleaseSignals signals;
@@ -122,6 +135,41 @@ TEST(ReleaseSignals, AnExpectationEndsWithItsWatch) {
   auto again = signals.watch("ch");
   signals.notify("ch", "granted 5 me");  // nobody expects "me" any more
   EXPECT_EQ(again->wait_until(soon()), Wake::kTimeout);
+}
+
+// Releases of one key wake the waiters of that key only: a process with many waiters on
+// other keys does not wake them all for every message.
+TEST(ReleaseSignals, AReleaseDoesNotWakeTheWaitersOfOtherChannels) {
+  ReleaseSignals signals;
+  auto busy = signals.watch("busy");
+  constexpr int kWaiters = 4;
+  std::vector<std::unique_ptr<ReleaseWatch>> watches;
+  for (int i = 0; i < kWaiters; ++i) watches.push_back(signals.watch("other-" + std::to_string(i)));
+  std::atomic<int> ready{0};
+  std::vector<long> sleeps(kWaiters, -1);
+  std::vector<Wake> wakes(kWaiters, Wake::kTimeout);
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < kWaiters; ++i) {
+    waiters.emplace_back([&, i] {
+      const long before = sleeps_of_this_thread();
+      ++ready;
+      wakes[i] = watches[i]->wait_until(Clock::now() + 10s);
+      sleeps[i] = sleeps_of_this_thread() - before;
+    });
+  }
+  while (ready.load() < kWaiters) std::this_thread::yield();
+  std::this_thread::sleep_for(50ms);  // all blocked in wait_until by now
+  for (int n = 0; n < 2000; ++n) {
+    signals.notify("busy");
+    if (n % 100 == 0) std::this_thread::sleep_for(1ms);  // let woken threads sleep again
+  }
+  for (int i = 0; i < kWaiters; ++i) signals.notify("other-" + std::to_string(i));
+  for (auto& waiter : waiters) waiter.join();
+  for (int i = 0; i < kWaiters; ++i) {
+    EXPECT_EQ(wakes[i], Wake::kReleased) << "waiter " << i;
+    // Woken once, for its own release (a few more for the scheduler's own reasons).
+    EXPECT_LT(sleeps[i], 20) << "waiter " << i << " was woken by releases of another channel";
+  }
 }
 
 }  // namespace
