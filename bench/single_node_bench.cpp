@@ -22,6 +22,8 @@
 #include <chrono>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "bench_support.hpp"
 #include "cycle_bench.hpp"
@@ -48,52 +50,95 @@ void BM_RawSetNxPxAndDel(benchmark::State& state) {
 BENCHMARK(BM_RawSetNxPxAndDel);
 
 // dlock's acquire and release calls for one lock, with the keys, owner id and metadata dlock
-// would send (see lock_scripts.cpp), the scripts loaded on `raw`.
-struct DlockCalls {
+// would send (see lock_scripts.cpp), the scripts loaded on `raw`. Two owners take turns, as
+// every dlock acquisition has an owner of its own: a release that was not applied makes the
+// next acquire find the lock busy, and the benchmark stops instead of measuring a reentry.
+class DlockCalls {
+ public:
   explicit DlockCalls(RawConnection& raw) {
     using dlock::bench::lua_source;
     const std::string acquire_sha = raw.load_script(lua_source("acquire.lua").c_str());
     const std::string release_sha = raw.load_script(lua_source("release.lua").c_str());
-    const std::string keys =
-        " 5 dlock:{bench:raw-key}:lock dlock:{bench:raw-key}:fence dlock:{bench:raw-key}:holders "
-        "dlock:{bench:raw-key}:queue dlock:{bench:raw-key}:places 5f3a9c1e2b7d4a605f3a9c1e2b7d4a60:1a";
-    acquire = "EVALSHA " + acquire_sha + keys +
-              " 30000 0 bench-host 12345 12345 raw-key 604800000 0 0 0";
-    release = "EVALSHA " + release_sha + keys + " 0 dlock:{bench:raw-key}:released 0 604800000";
+    for (const char* owner : {"5f3a9c1e2b7d4a605f3a9c1e2b7d4a60:1a", "5f3a9c1e2b7d4a605f3a9c1e2b7d4a60:1b"}) {
+      const std::string keys = std::string(
+          " 5 dlock:{bench:raw-key}:lock dlock:{bench:raw-key}:fence dlock:{bench:raw-key}:holders "
+          "dlock:{bench:raw-key}:queue dlock:{bench:raw-key}:places ") + owner;
+      acquire_.push_back("EVALSHA " + acquire_sha + keys +
+                         " 30000 0 bench-host 12345 12345 raw-key 604800000 0 0 0");
+      release_.push_back("EVALSHA " + release_sha + keys +
+                         " 0 dlock:{bench:raw-key}:released 0 604800000");
+    }
   }
-  std::string acquire;
-  std::string release;
+  [[nodiscard]] const char* acquire() const { return acquire_[turn_].c_str(); }
+  [[nodiscard]] const char* release() const { return release_[turn_].c_str(); }
+  void next_owner() { turn_ = 1 - turn_; }
+
+  /// Frees an acquire's reply; an error unless it granted the lock with a token above the
+  /// last one.
+  std::string check_granted(redisReply* reply) {
+    const bool granted = reply->type == REDIS_REPLY_ARRAY && reply->elements >= 2 &&
+                         reply->element[0]->type == REDIS_REPLY_INTEGER &&
+                         reply->element[0]->integer == 1 && reply->element[1]->integer > token_;
+    if (granted) token_ = reply->element[1]->integer;
+    freeReplyObject(reply);
+    return granted ? "" : "the acquire script did not grant the lock with a new token";
+  }
+  /// Frees a release's reply; an error unless it released the lock.
+  static std::string check_released(redisReply* reply) {
+    const bool released = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
+    freeReplyObject(reply);
+    return released ? "" : "the release script did not release the lock";
+  }
+
+ private:
+  std::vector<std::string> acquire_, release_;
+  int turn_ = 0;
+  long long token_ = 0;
 };
 
 void BM_RawDlockScripts(benchmark::State& state) {
-  RawConnection raw;
-  const DlockCalls calls(raw);
-  for (auto _ : state) {
-    raw.run(calls.acquire.c_str());
-    raw.run(calls.release.c_str());
+  try {
+    RawConnection raw;
+    DlockCalls calls(raw);
+    for (auto _ : state) {
+      std::string error = calls.check_granted(raw.command(calls.acquire()));
+      if (error.empty()) error = DlockCalls::check_released(raw.command(calls.release()));
+      if (!error.empty()) {
+        state.SkipWithError(error.c_str());
+        break;
+      }
+      calls.next_owner();
+    }
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
   }
 }
 BENCHMARK(BM_RawDlockScripts);
 
 void BM_RawDlockScriptsOneWait(benchmark::State& state) {
-  RawConnection raw;
-  const DlockCalls calls(raw);
-  bool release_unread = false;
-  for (auto _ : state) {
-    raw.send(calls.acquire.c_str());
-    if (release_unread) freeReplyObject(raw.next_reply());
-    redisReply* granted = raw.next_reply();
-    const bool refused = granted->type == REDIS_REPLY_ERROR;
-    freeReplyObject(granted);
-    if (refused) {
-      state.SkipWithError("the acquire script answered with an error");
+  try {
+    RawConnection raw;
+    DlockCalls calls(raw);
+    bool release_unread = false;
+    for (auto _ : state) {
+      raw.send(calls.acquire());
+      std::string error;
+      if (release_unread) error = DlockCalls::check_released(raw.next_reply());
+      const std::string refused = calls.check_granted(raw.next_reply());
+      if (error.empty()) error = refused;
       release_unread = false;
-      break;
+      if (!error.empty()) {
+        state.SkipWithError(error.c_str());
+        break;
+      }
+      raw.send(calls.release());
+      release_unread = true;
+      calls.next_owner();
     }
-    raw.send(calls.release.c_str());
-    release_unread = true;
+    if (release_unread) freeReplyObject(raw.next_reply());
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
   }
-  if (release_unread) freeReplyObject(raw.next_reply());
 }
 BENCHMARK(BM_RawDlockScriptsOneWait);
 
