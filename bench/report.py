@@ -146,7 +146,9 @@ def figure2(results, table):
                           f"{float(r['cpu_bound_cycles_per_s']):,.0f} cycles/s")
         if "server_bound_cycles_per_s" in r:
             reference += (f"; the server alone at most {float(r['server_bound_cycles_per_s']):,.0f} "
-                          f"cycles/s (ceiling's server CPU {r['ceiling_server_cpu_us']} µs per cycle)")
+                          f"cycles/s (ceiling's CPU per cycle: server {r['ceiling_server_cpu_us']} µs"
+                          + (f", redis-benchmark {r['ceiling_client_cpu_us']} µs"
+                             if "ceiling_client_cpu_us" in r else "") + ")")
         table.add(label, f"{value:,.0f} cycles/s", reference,
                   f"{value / ceiling:.2f}×", f"≥ {target}× ceiling", verdict(value / ceiling >= target))
 

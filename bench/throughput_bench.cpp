@@ -9,11 +9,11 @@
 // Prints the two figures and, last, one line for scripts/bench:
 //   RESULT throughput threads=N cycles_per_s=X ceiling_cycles_per_s=Y ratio=X/Y
 //          client_cpu_us=C server_cpu_us=S cpu_bound_cycles_per_s=B
-//          server_bound_cycles_per_s=V ceiling_server_cpu_us=R
+//          server_bound_cycles_per_s=V ceiling_server_cpu_us=R ceiling_client_cpu_us=Q
 // C and S are the CPU time per cycle of this process and of the server; B is what the
 // machine's cores could do at that cost (cores / (C + S)); V what the server's one thread
-// could do at S (1 / S), whatever the client; R the server's CPU per cycle under
-// redis-benchmark.
+// could do at S (1 / S), whatever the client; R and Q the CPU per cycle of the server and of
+// redis-benchmark itself while it measures the ceiling.
 // The pool has P connections (default 8, the library's default): with more threads than
 // connections, threads share connections and their commands are pipelined.
 #include <fmt/format.h>
@@ -39,9 +39,19 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kCeilingScript = "return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])";
 
+// CPU seconds (user + system) used by this process (RUSAGE_SELF) or by its children that
+// have ended (RUSAGE_CHILDREN).
+double cpu_seconds(int who = RUSAGE_SELF) {
+  rusage usage{};
+  ::getrusage(who, &usage);
+  return double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+}
+
 // Requests per second of redis-benchmark on the bench server, from its CSV output
 // ("test","rps",...), or a negative number when it could not be run.
-double redis_benchmark_rps(int connections, long requests) {
+// `client_cpu` gets the CPU seconds redis-benchmark used (with the shell that runs it).
+double redis_benchmark_rps(int connections, long requests, double& client_cpu) {
   dlock::bench::RawConnection raw;
   const std::string sha = raw.load_script(kCeilingScript);
   const std::string command =
@@ -49,12 +59,14 @@ double redis_benchmark_rps(int connections, long requests) {
                   "EVALSHA {} 1 ceiling:__rand_int__ owner 1000 2>&1",
                   dlock::bench::bench_server().host, dlock::bench::bench_server().port, connections,
                   requests, sha);
+  const double children_before = cpu_seconds(RUSAGE_CHILDREN);
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return -1;
   std::string output;
   char buffer[512];
   while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
   const int status = ::pclose(pipe);
+  client_cpu = cpu_seconds(RUSAGE_CHILDREN) - children_before;
   // The data line: "EVALSHA ...","<rps>",...
   const auto quote = output.rfind("\"EVALSHA");
   if (status != 0 || quote == std::string::npos) {
@@ -66,13 +78,6 @@ double redis_benchmark_rps(int connections, long requests) {
   return std::strtod(output.c_str() + start + 2, nullptr);
 }
 
-// CPU seconds (user + system) this process has used.
-double own_cpu_seconds() {
-  rusage usage{};
-  ::getrusage(RUSAGE_SELF, &usage);
-  return double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
-         double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
-}
 
 // CPU seconds the bench server has used (INFO cpu: used_cpu_sys + used_cpu_user).
 double server_cpu_seconds() {
@@ -124,14 +129,14 @@ int main(int argc, char** argv) try {
   }
   // Connections are opened lazily: one warm-up cycle per thread count is not worth it, the
   // measurement is long enough for a pool of N to fill in its first milliseconds.
-  const double cpu_before = own_cpu_seconds();
+  const double cpu_before = cpu_seconds();
   const double server_before = server_cpu_seconds();
   const auto started = Clock::now();
   deadline = started + millis;
   go = true;
   for (auto& w : workers) w.join();
   const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
-  const double client_cpu = own_cpu_seconds() - cpu_before;
+  const double client_cpu = cpu_seconds() - cpu_before;
   const double server_cpu = server_cpu_seconds() - server_before;
   long total = 0;
   for (long c : counts) total += c;
@@ -141,10 +146,12 @@ int main(int argc, char** argv) try {
   }
   const double cycles_per_s = double(total) / seconds;
   const double ceiling_server_before = server_cpu_seconds();
-  const double rps = redis_benchmark_rps(threads, requests);
+  double ceiling_client_cpu = 0;
+  const double rps = redis_benchmark_rps(threads, requests, ceiling_client_cpu);
   if (rps <= 0) return 1;
   const double ceiling_server_us =
       (server_cpu_seconds() - ceiling_server_before) * 1e6 / (double(requests) / 2);
+  const double ceiling_client_us = ceiling_client_cpu * 1e6 / (double(requests) / 2);
   const double ceiling = rps / 2;
   fmt::print("dlock: {} threads, {} connections, {} cycles in {:.2f} s: {:.0f} cycles/s\n", threads,
              pool, total, seconds, cycles_per_s);
@@ -161,14 +168,14 @@ int main(int argc, char** argv) try {
              server_us, 1e6 / server_us);
   fmt::print(
       "ceiling: redis-benchmark -c {} EVALSHA (SET NX PX script): {:.0f} requests/s = {:.0f} "
-      "cycles/s, server CPU {:.1f} us per cycle\n",
-      threads, rps, ceiling, ceiling_server_us);
+      "cycles/s; CPU per cycle: redis-benchmark {:.1f} us, server {:.1f} us\n",
+      threads, rps, ceiling, ceiling_client_us, ceiling_server_us);
   fmt::print(
       "RESULT throughput threads={} cycles_per_s={:.0f} ceiling_cycles_per_s={:.0f} ratio={:.3f} "
       "client_cpu_us={:.1f} server_cpu_us={:.1f} cpu_bound_cycles_per_s={:.0f} "
-      "server_bound_cycles_per_s={:.0f} ceiling_server_cpu_us={:.1f}\n",
+      "server_bound_cycles_per_s={:.0f} ceiling_server_cpu_us={:.1f} ceiling_client_cpu_us={:.1f}\n",
       threads, cycles_per_s, ceiling, cycles_per_s / ceiling, client_us, server_us,
-      cores * 1e6 / (client_us + server_us), 1e6 / server_us, ceiling_server_us);
+      cores * 1e6 / (client_us + server_us), 1e6 / server_us, ceiling_server_us, ceiling_client_us);
   return 0;
 } catch (const std::exception& e) {
   fmt::print(stderr, "dlock_bench_throughput: {}\n", e.what());
