@@ -149,6 +149,9 @@ def figure2(results, table):
                           f"cycles/s (ceiling's CPU per cycle: server {r['ceiling_server_cpu_us']} µs"
                           + (f", redis-benchmark {r['ceiling_client_cpu_us']} µs"
                              if "ceiling_client_cpu_us" in r else "") + ")")
+        if "lean_bound_cycles_per_s" in r:
+            reference += (f"; a client as cheap as redis-benchmark, with dlock's scripts, at most "
+                          f"{float(r['lean_bound_cycles_per_s']):,.0f} cycles/s")
         table.add(label, f"{value:,.0f} cycles/s", reference,
                   f"{value / ceiling:.2f}×", f"≥ {target}× ceiling", verdict(value / ceiling >= target))
 

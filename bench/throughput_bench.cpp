@@ -10,10 +10,12 @@
 //   RESULT throughput threads=N cycles_per_s=X ceiling_cycles_per_s=Y ratio=X/Y
 //          client_cpu_us=C server_cpu_us=S cpu_bound_cycles_per_s=B
 //          server_bound_cycles_per_s=V ceiling_server_cpu_us=R ceiling_client_cpu_us=Q
+//          lean_bound_cycles_per_s=L
 // C and S are the CPU time per cycle of this process and of the server; B is what the
 // machine's cores could do at that cost (cores / (C + S)); V what the server's one thread
 // could do at S (1 / S), whatever the client; R and Q the CPU per cycle of the server and of
-// redis-benchmark itself while it measures the ceiling.
+// redis-benchmark itself while it measures the ceiling; L what the cores would allow a client
+// as cheap as redis-benchmark running dlock's scripts (cores / (Q + S)).
 // The pool has P connections (default 8, the library's default): with more threads than
 // connections, threads share connections and their commands are pipelined.
 #include <fmt/format.h>
@@ -170,12 +172,19 @@ int main(int argc, char** argv) try {
       "ceiling: redis-benchmark -c {} EVALSHA (SET NX PX script): {:.0f} requests/s = {:.0f} "
       "cycles/s; CPU per cycle: redis-benchmark {:.1f} us, server {:.1f} us\n",
       threads, rps, ceiling, ceiling_client_us, ceiling_server_us);
+  // A client as cheap as redis-benchmark, running dlock's scripts on this server: what the
+  // machine's cores would allow it.
+  const double lean_bound = cores * 1e6 / (ceiling_client_us + server_us);
+  fmt::print("{} cores at this server CPU and redis-benchmark's client CPU allow at most {:.0f} cycles/s\n",
+             cores, lean_bound);
   fmt::print(
       "RESULT throughput threads={} cycles_per_s={:.0f} ceiling_cycles_per_s={:.0f} ratio={:.3f} "
       "client_cpu_us={:.1f} server_cpu_us={:.1f} cpu_bound_cycles_per_s={:.0f} "
-      "server_bound_cycles_per_s={:.0f} ceiling_server_cpu_us={:.1f} ceiling_client_cpu_us={:.1f}\n",
+      "server_bound_cycles_per_s={:.0f} ceiling_server_cpu_us={:.1f} ceiling_client_cpu_us={:.1f} "
+      "lean_bound_cycles_per_s={:.0f}\n",
       threads, cycles_per_s, ceiling, cycles_per_s / ceiling, client_us, server_us,
-      cores * 1e6 / (client_us + server_us), 1e6 / server_us, ceiling_server_us, ceiling_client_us);
+      cores * 1e6 / (client_us + server_us), 1e6 / server_us, ceiling_server_us, ceiling_client_us,
+      lean_bound);
   return 0;
 } catch (const std::exception& e) {
   fmt::print(stderr, "dlock_bench_throughput: {}\n", e.what());
