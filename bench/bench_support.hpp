@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>
+#include <sys/resource.h>
 #include <sys/time.h>
 
 #include <algorithm>
@@ -163,6 +164,15 @@ inline double ping_median_us(int count) {
   }
   std::sort(samples.begin(), samples.end());
   return samples[samples.size() / 2];
+}
+
+/// CPU seconds (user + system) used by this process (RUSAGE_SELF) or by its children that
+/// have ended (RUSAGE_CHILDREN).
+inline double cpu_seconds(int who = RUSAGE_SELF) {
+  rusage usage{};
+  ::getrusage(who, &usage);
+  return double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
 }
 
 /// The q-quantile (0..1) of sorted samples, nearest rank.

@@ -23,6 +23,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_support.hpp"
@@ -122,11 +123,11 @@ void BM_RawDlockScriptsOneWait(benchmark::State& state) {
     bool release_unread = false;
     for (auto _ : state) {
       raw.send(calls.acquire());
-      std::string error;
-      if (release_unread) error = DlockCalls::check_released(raw.next_reply());
-      const std::string refused = calls.check_granted(raw.next_reply());
-      if (error.empty()) error = refused;
-      release_unread = false;
+      // Both replies are read before either is judged: the connection stays in step.
+      const std::string released =
+          std::exchange(release_unread, false) ? DlockCalls::check_released(raw.next_reply()) : "";
+      const std::string granted = calls.check_granted(raw.next_reply());
+      const std::string& error = released.empty() ? granted : released;
       if (!error.empty()) {
         state.SkipWithError(error.c_str());
         break;

@@ -20,7 +20,6 @@
 // connections, threads share connections and their commands are pipelined.
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -41,15 +40,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kCeilingScript = "return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])";
 
-// CPU seconds (user + system) used by this process (RUSAGE_SELF) or by its children that
-// have ended (RUSAGE_CHILDREN).
-double cpu_seconds(int who = RUSAGE_SELF) {
-  rusage usage{};
-  ::getrusage(who, &usage);
-  return double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
-         double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
-}
-
 // Requests per second of redis-benchmark on the bench server, from its CSV output
 // ("test","rps",...), or a negative number when it could not be run.
 // `client_cpu` gets the CPU seconds redis-benchmark used (with the shell that runs it).
@@ -61,14 +51,14 @@ double redis_benchmark_rps(int connections, long requests, double& client_cpu) {
                   "EVALSHA {} 1 ceiling:__rand_int__ owner 1000 2>&1",
                   dlock::bench::bench_server().host, dlock::bench::bench_server().port, connections,
                   requests, sha);
-  const double children_before = cpu_seconds(RUSAGE_CHILDREN);
+  const double children_before = dlock::bench::cpu_seconds(RUSAGE_CHILDREN);
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return -1;
   std::string output;
   char buffer[512];
   while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
   const int status = ::pclose(pipe);
-  client_cpu = cpu_seconds(RUSAGE_CHILDREN) - children_before;
+  client_cpu = dlock::bench::cpu_seconds(RUSAGE_CHILDREN) - children_before;
   // The data line: "EVALSHA ...","<rps>",...
   const auto quote = output.rfind("\"EVALSHA");
   if (status != 0 || quote == std::string::npos) {
@@ -131,14 +121,14 @@ int main(int argc, char** argv) try {
   }
   // Connections are opened lazily: one warm-up cycle per thread count is not worth it, the
   // measurement is long enough for a pool of N to fill in its first milliseconds.
-  const double cpu_before = cpu_seconds();
+  const double cpu_before = dlock::bench::cpu_seconds();
   const double server_before = server_cpu_seconds();
   const auto started = Clock::now();
   deadline = started + millis;
   go = true;
   for (auto& w : workers) w.join();
   const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
-  const double client_cpu = cpu_seconds() - cpu_before;
+  const double client_cpu = dlock::bench::cpu_seconds() - cpu_before;
   const double server_cpu = server_cpu_seconds() - server_before;
   long total = 0;
   for (long c : counts) total += c;
@@ -151,9 +141,10 @@ int main(int argc, char** argv) try {
   double ceiling_client_cpu = 0;
   const double rps = redis_benchmark_rps(threads, requests, ceiling_client_cpu);
   if (rps <= 0) return 1;
+  const double ceiling_cycles = double(requests) / 2;
   const double ceiling_server_us =
-      (server_cpu_seconds() - ceiling_server_before) * 1e6 / (double(requests) / 2);
-  const double ceiling_client_us = ceiling_client_cpu * 1e6 / (double(requests) / 2);
+      (server_cpu_seconds() - ceiling_server_before) * 1e6 / ceiling_cycles;
+  const double ceiling_client_us = ceiling_client_cpu * 1e6 / ceiling_cycles;
   const double ceiling = rps / 2;
   fmt::print("dlock: {} threads, {} connections, {} cycles in {:.2f} s: {:.0f} cycles/s\n", threads,
              pool, total, seconds, cycles_per_s);

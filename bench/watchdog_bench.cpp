@@ -13,7 +13,6 @@
 //          lag_p99_pct=.. watchdog_cpu_pct=.. process_cpu_pct=.. client_bytes_per_lease=..
 //          server_bytes_per_lease=..
 #include <fmt/format.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -72,13 +71,6 @@ long server_used_memory(dlock::bench::RawConnection& raw) {
   return at == std::string::npos ? 0 : std::stol(info.substr(at + 12));
 }
 
-double process_cpu_seconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
-         double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -110,10 +102,10 @@ int main(int argc, char** argv) try {
   // Acquisition takes a while with many leases: the first renewals are already under way.
   const dlock::MetricsSnapshot start = client.metrics();
   const double watchdog_before = thread_cpu_seconds(kWatchdogThreads);
-  const double process_before = process_cpu_seconds();
+  const double process_before = dlock::bench::cpu_seconds();
   std::this_thread::sleep_for(std::chrono::seconds(seconds));
   const double watchdog_after = thread_cpu_seconds(kWatchdogThreads);
-  const double process_after = process_cpu_seconds();
+  const double process_after = dlock::bench::cpu_seconds();
 
   const dlock::MetricsSnapshot m = client.metrics();
   long lost = 0;

@@ -48,8 +48,8 @@ std::string_view consensus_refusal(Server server, std::string_view key) {
 // Where a Redis backend of `spec` wants its servers, when `key` names another topology's:
 // "; a redlock backend's servers go in 'instances'", or empty.
 std::string servers_hint(const TopologySpec& spec, std::string_view key) {
-  const bool a_server_list = contains(kRedisServerKeys, key) || key == "endpoints" ||
-                             key == "hosts" || key == "dsn";
+  const bool a_server_list = contains(kRedisServerKeys, key) || contains(kEtcdRequired, key) ||
+                             contains(kZookeeperRequired, key) || contains(kPostgresRequired, key);
   if (spec.server != Server::kRedis || !a_server_list) return {};
   for (const std::string_view own : spec.required) {
     if (contains(kRedisServerKeys, own)) {
