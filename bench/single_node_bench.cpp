@@ -28,11 +28,13 @@
 
 #include "bench_support.hpp"
 #include "cycle_bench.hpp"
+#include "dlock_calls.hpp"
 #include "dlock/dlock.hpp"
 
 namespace {
 
 using dlock::bench::RawConnection;
+using dlock::bench::DlockCalls;
 
 void BM_RawPing(benchmark::State& state) {
   RawConnection raw;
@@ -49,53 +51,6 @@ void BM_RawSetNxPxAndDel(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_RawSetNxPxAndDel);
-
-// dlock's acquire and release calls for one lock, with the keys, owner id and metadata dlock
-// would send (see lock_scripts.cpp), the scripts loaded on `raw`. Two owners take turns, as
-// every dlock acquisition has an owner of its own: a release that was not applied makes the
-// next acquire find the lock busy, and the benchmark stops instead of measuring a reentry.
-class DlockCalls {
- public:
-  explicit DlockCalls(RawConnection& raw) {
-    using dlock::bench::lua_source;
-    const std::string acquire_sha = raw.load_script(lua_source("acquire.lua").c_str());
-    const std::string release_sha = raw.load_script(lua_source("release.lua").c_str());
-    for (const char* owner : {"5f3a9c1e2b7d4a605f3a9c1e2b7d4a60:1a", "5f3a9c1e2b7d4a605f3a9c1e2b7d4a60:1b"}) {
-      const std::string keys = std::string(
-          " 5 dlock:{bench:raw-key}:lock dlock:{bench:raw-key}:fence dlock:{bench:raw-key}:holders "
-          "dlock:{bench:raw-key}:queue dlock:{bench:raw-key}:places ") + owner;
-      acquire_.push_back("EVALSHA " + acquire_sha + keys +
-                         " 30000 0 bench-host 12345 12345 raw-key 604800000 0 0 0");
-      release_.push_back("EVALSHA " + release_sha + keys +
-                         " 0 dlock:{bench:raw-key}:released 0 604800000");
-    }
-  }
-  [[nodiscard]] const char* acquire() const { return acquire_[turn_].c_str(); }
-  [[nodiscard]] const char* release() const { return release_[turn_].c_str(); }
-  void next_owner() { turn_ = 1 - turn_; }
-
-  /// Frees an acquire's reply; an error unless it granted the lock with a token above the
-  /// last one.
-  std::string check_granted(redisReply* reply) {
-    const bool granted = reply->type == REDIS_REPLY_ARRAY && reply->elements >= 2 &&
-                         reply->element[0]->type == REDIS_REPLY_INTEGER &&
-                         reply->element[0]->integer == 1 && reply->element[1]->integer > token_;
-    if (granted) token_ = reply->element[1]->integer;
-    freeReplyObject(reply);
-    return granted ? "" : "the acquire script did not grant the lock with a new token";
-  }
-  /// Frees a release's reply; an error unless it released the lock.
-  static std::string check_released(redisReply* reply) {
-    const bool released = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
-    freeReplyObject(reply);
-    return released ? "" : "the release script did not release the lock";
-  }
-
- private:
-  std::vector<std::string> acquire_, release_;
-  int turn_ = 0;
-  long long token_ = 0;
-};
 
 void BM_RawDlockScripts(benchmark::State& state) {
   try {
@@ -119,24 +74,13 @@ BENCHMARK(BM_RawDlockScripts);
 void BM_RawDlockScriptsOneWait(benchmark::State& state) {
   try {
     RawConnection raw;
-    DlockCalls calls(raw);
-    bool release_unread = false;
+    dlock::bench::OneWaitCycles cycles(raw, "raw-key");
     for (auto _ : state) {
-      raw.send(calls.acquire());
-      // Both replies are read before either is judged: the connection stays in step.
-      const std::string released =
-          std::exchange(release_unread, false) ? DlockCalls::check_released(raw.next_reply()) : "";
-      const std::string granted = calls.check_granted(raw.next_reply());
-      const std::string& error = released.empty() ? granted : released;
-      if (!error.empty()) {
+      if (const std::string error = cycles.step(); !error.empty()) {
         state.SkipWithError(error.c_str());
         break;
       }
-      raw.send(calls.release());
-      release_unread = true;
-      calls.next_owner();
     }
-    if (release_unread) freeReplyObject(raw.next_reply());
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }

@@ -23,6 +23,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
+#include <optional>
 #include <cstring>
 #include <chrono>
 #include <cstdio>
@@ -32,6 +34,7 @@
 
 #include "bench_support.hpp"
 #include "dlock/dlock.hpp"
+#include "dlock_calls.hpp"
 
 namespace {
 
@@ -85,6 +88,72 @@ double server_cpu_seconds() {
   return total;
 }
 
+// What one phase of cycles measured.
+struct Phase {
+  double cycles_per_s = 0;
+  double client_us = 0;  // this process's CPU per cycle
+  double server_us = 0;  // the server's CPU per cycle
+};
+
+// Runs `cycle` (which returns false when a cycle failed) on `threads` threads for `length`,
+// each thread with the state `make(t)` gives it; nothing when a cycle failed.
+template <typename Make, typename Cycle>
+std::optional<Phase> run_phase(int threads, std::chrono::milliseconds length, Make make,
+                               Cycle cycle) {
+  std::atomic<bool> go{false};
+  std::atomic<bool> failed{false};
+  std::atomic<int> ready{0};
+  std::vector<long> counts(static_cast<std::size_t>(threads), 0);
+  std::vector<std::thread> workers;
+  Clock::time_point deadline;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      try {
+        auto state = make(t);
+        ++ready;
+        while (!go.load()) std::this_thread::yield();
+        long done = 0;
+        while (Clock::now() < deadline && !failed.load(std::memory_order_relaxed)) {
+          if (!cycle(*state)) {
+            failed = true;
+            break;
+          }
+          ++done;
+        }
+        counts[static_cast<std::size_t>(t)] = done;
+      } catch (const std::exception& e) {
+        fmt::print(stderr, "thread {}: {}\n", t, e.what());
+        failed = true;
+        ++ready;
+      }
+    });
+  }
+  // Connections are opened lazily (dlock) or by `make` before the start (raw): the
+  // measurement is long enough for a pool to fill in its first milliseconds.
+  while (ready.load() < threads) std::this_thread::yield();
+  const double cpu_before = dlock::bench::cpu_seconds();
+  const double server_before = server_cpu_seconds();
+  const auto started = Clock::now();
+  deadline = started + length;
+  go = true;
+  for (auto& w : workers) w.join();
+  const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  const double client_cpu = dlock::bench::cpu_seconds() - cpu_before;
+  const double server_cpu = server_cpu_seconds() - server_before;
+  long total = 0;
+  for (long c : counts) total += c;
+  if (failed || total == 0) return std::nullopt;
+  return Phase{double(total) / seconds, client_cpu * 1e6 / double(total),
+               server_cpu * 1e6 / double(total)};
+}
+
+// One thread's raw connection and its cycles of dlock's scripts (the raw floor).
+struct RawCycler {
+  explicit RawCycler(int t) : cycles(raw, fmt::format("raw-throughput:{}", t)) {}
+  dlock::bench::RawConnection raw;
+  dlock::bench::OneWaitCycles cycles;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -98,45 +167,24 @@ int main(int argc, char** argv) try {
   dlock::LockSettings settings;
   settings.lease = 30s;
   settings.wait = 0ms;
-  std::atomic<bool> go{false};
-  std::atomic<bool> failed{false};
-  std::vector<long> counts(static_cast<std::size_t>(threads), 0);
-  std::vector<std::thread> workers;
-  Clock::time_point deadline;
-  for (int t = 0; t < threads; ++t) {
-    workers.emplace_back([&, t] {
-      const std::string key = fmt::format("throughput:{}", t);
-      while (!go.load()) std::this_thread::yield();
-      long done = 0;
-      while (Clock::now() < deadline) {
-        dlock::Lease lease = client.acquire(key, settings);
-        if (!lease) {
-          failed = true;
-          break;
-        }
-        ++done;
-      }
-      counts[static_cast<std::size_t>(t)] = done;
-    });
-  }
-  // Connections are opened lazily: one warm-up cycle per thread count is not worth it, the
-  // measurement is long enough for a pool of N to fill in its first milliseconds.
-  const double cpu_before = dlock::bench::cpu_seconds();
-  const double server_before = server_cpu_seconds();
-  const auto started = Clock::now();
-  deadline = started + millis;
-  go = true;
-  for (auto& w : workers) w.join();
-  const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
-  const double client_cpu = dlock::bench::cpu_seconds() - cpu_before;
-  const double server_cpu = server_cpu_seconds() - server_before;
-  long total = 0;
-  for (long c : counts) total += c;
-  if (failed) {
+  // Each thread locks a key of its own; the lease's destructor releases it.
+  const auto dlock_phase = run_phase(
+      threads, millis, [](int t) { return std::make_unique<std::string>(fmt::format("throughput:{}", t)); },
+      [&](const std::string& key) { return static_cast<bool>(client.acquire(key, settings)); });
+  if (!dlock_phase) {
     fmt::print(stderr, "a cycle was not acquired\n");
     return 1;
   }
-  const double cycles_per_s = double(total) / seconds;
+  // The raw floor: the same scripts from the same number of threads, each blocking on a
+  // hiredis connection of its own, the least a thread can do per cycle.
+  const auto raw_phase = run_phase(
+      threads, millis, [](int t) { return std::make_unique<RawCycler>(t); },
+      [](RawCycler& raw) {
+        const std::string error = raw.cycles.step();
+        if (!error.empty()) fmt::print(stderr, "raw floor: {}\n", error);
+        return error.empty();
+      });
+  if (!raw_phase) return 1;
   const double ceiling_server_before = server_cpu_seconds();
   double ceiling_client_cpu = 0;
   const double rps = redis_benchmark_rps(threads, requests, ceiling_client_cpu);
@@ -146,11 +194,11 @@ int main(int argc, char** argv) try {
       (server_cpu_seconds() - ceiling_server_before) * 1e6 / ceiling_cycles;
   const double ceiling_client_us = ceiling_client_cpu * 1e6 / ceiling_cycles;
   const double ceiling = rps / 2;
-  fmt::print("dlock: {} threads, {} connections, {} cycles in {:.2f} s: {:.0f} cycles/s\n", threads,
-             pool, total, seconds, cycles_per_s);
+  const double cycles_per_s = dlock_phase->cycles_per_s;
+  const double client_us = dlock_phase->client_us;
+  const double server_us = dlock_phase->server_us;
+  fmt::print("dlock: {} threads, {} connections: {:.0f} cycles/s\n", threads, pool, cycles_per_s);
   // What the machine's cores allow at this CPU cost per cycle, client and server together.
-  const double client_us = client_cpu * 1e6 / double(total);
-  const double server_us = server_cpu * 1e6 / double(total);
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   fmt::print(
       "CPU per cycle: client {:.1f} us, server {:.1f} us; {} cores allow at most {:.0f} "
@@ -160,6 +208,10 @@ int main(int argc, char** argv) try {
   fmt::print("the server alone, one core at {:.1f} us per cycle, allows at most {:.0f} cycles/s\n",
              server_us, 1e6 / server_us);
   fmt::print(
+      "raw floor: dlock's scripts from {} threads, each blocking on a hiredis connection of its "
+      "own: {:.0f} cycles/s; CPU per cycle: client {:.1f} us, server {:.1f} us\n",
+      threads, raw_phase->cycles_per_s, raw_phase->client_us, raw_phase->server_us);
+  fmt::print(
       "ceiling: redis-benchmark -c {} EVALSHA (SET NX PX script): {:.0f} requests/s = {:.0f} "
       "cycles/s; CPU per cycle: redis-benchmark {:.1f} us, server {:.1f} us\n",
       threads, rps, ceiling, ceiling_client_us, ceiling_server_us);
@@ -168,14 +220,19 @@ int main(int argc, char** argv) try {
   const double lean_bound = cores * 1e6 / (ceiling_client_us + server_us);
   fmt::print("{} cores at this server CPU and redis-benchmark's client CPU allow at most {:.0f} cycles/s\n",
              cores, lean_bound);
+  fmt::print("dlock / ceiling {:.3f}, raw floor / ceiling {:.3f}, dlock / raw floor {:.3f}\n",
+             cycles_per_s / ceiling, raw_phase->cycles_per_s / ceiling,
+             cycles_per_s / raw_phase->cycles_per_s);
   fmt::print(
       "RESULT throughput threads={} cycles_per_s={:.0f} ceiling_cycles_per_s={:.0f} ratio={:.3f} "
       "client_cpu_us={:.1f} server_cpu_us={:.1f} cpu_bound_cycles_per_s={:.0f} "
       "server_bound_cycles_per_s={:.0f} ceiling_server_cpu_us={:.1f} ceiling_client_cpu_us={:.1f} "
-      "lean_bound_cycles_per_s={:.0f}\n",
+      "lean_bound_cycles_per_s={:.0f} raw_cycles_per_s={:.0f} raw_ratio={:.3f} "
+      "raw_client_cpu_us={:.1f} raw_server_cpu_us={:.1f}\n",
       threads, cycles_per_s, ceiling, cycles_per_s / ceiling, client_us, server_us,
       cores * 1e6 / (client_us + server_us), 1e6 / server_us, ceiling_server_us, ceiling_client_us,
-      lean_bound);
+      lean_bound, raw_phase->cycles_per_s, raw_phase->cycles_per_s / ceiling, raw_phase->client_us,
+      raw_phase->server_us);
   return 0;
 } catch (const std::exception& e) {
   fmt::print(stderr, "dlock_bench_throughput: {}\n", e.what());

@@ -1,6 +1,7 @@
 #include "owner.hpp"
 
 #include <fmt/format.h>
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -13,26 +14,42 @@
 namespace dlock::internal {
 namespace {
 
-struct ProcessIdentity {
-  long pid = -1;
-  std::string prefix;
-};
+// Ids are looked up on every acquire, by many threads: each thread keeps its own copies, and
+// a fork() makes them stale (the child has a pid, a thread id and an owner prefix of its own).
+std::mutex g_identity_mutex;
+std::atomic<unsigned> g_generation{1};  // bumped in a forked child
 
-// Recomputed after fork(): a child must not reuse its parent's owner prefix.
-std::string owner_prefix() {
-  static std::mutex mutex;
-  static ProcessIdentity identity;
-  const long pid = ::getpid();
-  std::lock_guard lock(mutex);
-  if (identity.pid != pid) {
-    std::random_device device;
-    std::array<std::uint32_t, 4> words{};
-    for (auto& w : words) w = device();
-    identity.prefix =
-        fmt::format("{:08x}{:08x}{:08x}{:08x}", words[0], words[1], words[2], words[3]);
-    identity.pid = pid;
+void lock_before_fork() { g_identity_mutex.lock(); }
+void unlock_in_parent() { g_identity_mutex.unlock(); }
+void forked_child() {
+  g_generation.fetch_add(1, std::memory_order_relaxed);
+  g_identity_mutex.unlock();
+}
+[[maybe_unused]] const int g_fork_handlers =
+    ::pthread_atfork(lock_before_fork, unlock_in_parent, forked_child);
+
+unsigned generation() noexcept { return g_generation.load(std::memory_order_relaxed); }
+
+// 128 random bits, drawn once per process (again in a forked child).
+const std::string& owner_prefix() {
+  thread_local unsigned cached_generation = 0;
+  thread_local std::string cached;
+  const unsigned now = generation();
+  if (cached_generation != now) {
+    static std::string process_prefix;  // of prefix_generation
+    static unsigned prefix_generation = 0;
+    std::lock_guard lock(g_identity_mutex);
+    if (prefix_generation != now) {
+      std::random_device device;
+      std::array<std::uint32_t, 4> words{};
+      for (auto& w : words) w = device();
+      process_prefix = fmt::format("{:08x}{:08x}{:08x}{:08x}", words[0], words[1], words[2], words[3]);
+      prefix_generation = now;
+    }
+    cached = process_prefix;
+    cached_generation = now;
   }
-  return identity.prefix;
+  return cached;
 }
 
 }  // namespace
@@ -51,8 +68,24 @@ const std::string& host_name() {
   return name;
 }
 
-long process_id() { return ::getpid(); }
+long process_id() {
+  thread_local unsigned cached_generation = 0;
+  thread_local long pid = 0;
+  if (const unsigned now = generation(); cached_generation != now) {
+    pid = ::getpid();
+    cached_generation = now;
+  }
+  return pid;
+}
 
-long thread_id() { return static_cast<long>(::syscall(SYS_gettid)); }
+long thread_id() {
+  thread_local unsigned cached_generation = 0;
+  thread_local long tid = 0;
+  if (const unsigned now = generation(); cached_generation != now) {
+    tid = static_cast<long>(::syscall(SYS_gettid));
+    cached_generation = now;
+  }
+  return tid;
+}
 
 }  // namespace dlock::internal
