@@ -21,7 +21,7 @@ class DlockCalls {
   explicit DlockCalls(RawConnection& raw, const std::string& name = "raw-key") {
     const std::string acquire_sha = raw.load_script(lua_source("acquire.lua").c_str());
     const std::string release_sha = raw.load_script(lua_source("release.lua").c_str());
-    const std::string prefix = "dlock:{bench:" + name + "}:";
+    const std::string prefix = key_prefix(name);
     for (const char* owner : {"5f3a9c1e2b7d4a605f3a9c1e2b7d4a60:1a", "5f3a9c1e2b7d4a605f3a9c1e2b7d4a60:1b"}) {
       const std::string keys = " 5 " + prefix + "lock " + prefix + "fence " + prefix + "holders " +
                                prefix + "queue " + prefix + "places " + owner;
@@ -29,6 +29,12 @@ class DlockCalls {
                          name + " 604800000 0 0 0");
       release_.push_back("EVALSHA " + release_sha + keys + " 0 " + prefix + "released 0 604800000");
     }
+  }
+  /// Deletes the keys of lock `name`.
+  static void clear(RawConnection& raw, const std::string& name) {
+    const std::string p = key_prefix(name);
+    raw.run("DEL %s %s %s %s %s", (p + "lock").c_str(), (p + "fence").c_str(),
+            (p + "holders").c_str(), (p + "queue").c_str(), (p + "places").c_str());
   }
   [[nodiscard]] const char* acquire() const { return acquire_[turn_].c_str(); }
   [[nodiscard]] const char* release() const { return release_[turn_].c_str(); }
@@ -52,6 +58,7 @@ class DlockCalls {
   }
 
  private:
+  static std::string key_prefix(const std::string& name) { return "dlock:{bench:" + name + "}:"; }
   std::vector<std::string> acquire_, release_;
   int turn_ = 0;
   long long token_ = 0;

@@ -14,42 +14,37 @@
 namespace dlock::internal {
 namespace {
 
-// Ids are looked up on every acquire, by many threads: each thread keeps its own copies, and
-// a fork() makes them stale (the child has a pid, a thread id and an owner prefix of its own).
+// The owner prefix is drawn once per process. Each thread keeps a copy, tagged with the pid
+// it was drawn for: a child (forked, or cloned without atfork handlers) has another pid and
+// draws its own, so it can never pass for its parent. The mutex is held across fork(), so a
+// child never inherits it locked.
 std::mutex g_identity_mutex;
-std::atomic<unsigned> g_generation{1};  // bumped in a forked child
-
 void lock_before_fork() { g_identity_mutex.lock(); }
-void unlock_in_parent() { g_identity_mutex.unlock(); }
-void forked_child() {
-  g_generation.fetch_add(1, std::memory_order_relaxed);
-  g_identity_mutex.unlock();
-}
+void unlock_after_fork() { g_identity_mutex.unlock(); }
 [[maybe_unused]] const int g_fork_handlers =
-    ::pthread_atfork(lock_before_fork, unlock_in_parent, forked_child);
+    ::pthread_atfork(lock_before_fork, unlock_after_fork, unlock_after_fork);
 
-unsigned generation() noexcept { return g_generation.load(std::memory_order_relaxed); }
-
-// 128 random bits, drawn once per process (again in a forked child).
-const std::string& owner_prefix() {
-  thread_local unsigned cached_generation = 0;
-  thread_local std::string cached;
-  const unsigned now = generation();
-  if (cached_generation != now) {
-    static std::string process_prefix;  // of prefix_generation
-    static unsigned prefix_generation = 0;
+std::string owner_prefix() {
+  // Trivially destructible, so that a lock taken from another thread_local's destructor
+  // still finds it.
+  thread_local long cached_pid = -1;
+  thread_local std::array<char, 32> cached{};
+  const long pid = ::getpid();
+  if (cached_pid != pid) {
+    static long drawn_for = -1;
+    static std::string drawn;
     std::lock_guard lock(g_identity_mutex);
-    if (prefix_generation != now) {
+    if (drawn_for != pid) {
       std::random_device device;
       std::array<std::uint32_t, 4> words{};
       for (auto& w : words) w = device();
-      process_prefix = fmt::format("{:08x}{:08x}{:08x}{:08x}", words[0], words[1], words[2], words[3]);
-      prefix_generation = now;
+      drawn = fmt::format("{:08x}{:08x}{:08x}{:08x}", words[0], words[1], words[2], words[3]);
+      drawn_for = pid;
     }
-    cached = process_prefix;
-    cached_generation = now;
+    drawn.copy(cached.data(), cached.size());
+    cached_pid = pid;
   }
-  return cached;
+  return std::string(cached.data(), cached.size());
 }
 
 }  // namespace
@@ -68,24 +63,8 @@ const std::string& host_name() {
   return name;
 }
 
-long process_id() {
-  thread_local unsigned cached_generation = 0;
-  thread_local long pid = 0;
-  if (const unsigned now = generation(); cached_generation != now) {
-    pid = ::getpid();
-    cached_generation = now;
-  }
-  return pid;
-}
+long process_id() { return ::getpid(); }
 
-long thread_id() {
-  thread_local unsigned cached_generation = 0;
-  thread_local long tid = 0;
-  if (const unsigned now = generation(); cached_generation != now) {
-    tid = static_cast<long>(::syscall(SYS_gettid));
-    cached_generation = now;
-  }
-  return tid;
-}
+long thread_id() { return static_cast<long>(::syscall(SYS_gettid)); }
 
 }  // namespace dlock::internal

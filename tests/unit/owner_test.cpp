@@ -1,5 +1,5 @@
-// Who a lock's holder is (owner.hpp): the ids are kept per thread after the first lookup, so
-// these tests check that every thread, and a forked child, gets its own and not a copy.
+// Who a lock's holder is (owner.hpp). Each thread keeps a copy of the owner prefix, so these
+// tests check that every thread and every child process gets ids of its own.
 #include "owner.hpp"
 
 #include <gtest/gtest.h>
@@ -70,6 +70,22 @@ TEST(Owner, AForkedChildHasIdsOfItsOwn) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << "1: pid, 2: thread id, 4: owner prefix taken from the parent";
   EXPECT_EQ(process_id(), parent_pid);
   EXPECT_EQ(prefix_of(new_owner_id()), prefix_of(parent_owner));
+}
+
+// _Fork() runs no atfork handlers (nor does a raw clone): the child still tells itself apart.
+TEST(Owner, AChildMadeWithoutForkHandlersHasAnOwnerPrefixOfItsOwn) {
+  const std::string parent_owner = new_owner_id();
+  const pid_t child = ::_Fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const bool own = prefix_of(new_owner_id()) != prefix_of(parent_owner) &&
+                     process_id() == ::getpid();
+    ::_exit(own ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child took its parent's owner prefix";
 }
 
 }  // namespace
