@@ -79,6 +79,12 @@ class ZookeeperBackend final : public Backend, public RunStore, public AdminBack
 
  private:
   struct Try;
+  /// One renewal round through the session's current connection, for the items still
+  /// kUnavailable; those the ensemble answered get their outcome. Returns ZOK, or the error
+  /// that ended the round: the sync's, or an item's lost connection (ZCONNECTIONLOSS,
+  /// ZOPERATIONTIMEOUT), or kNoAnswer when no connection came up, or no answer came, before
+  /// `until`.
+  int renew_round(std::vector<RenewItem>& items, Clock::time_point sent, Clock::time_point until);
   bool queue_up(Try& t);
   bool adopt(Try& t, const std::string& own);
   GrantReply place_taken(Try& t, std::size_t place);

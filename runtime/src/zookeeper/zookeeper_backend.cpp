@@ -236,45 +236,6 @@ GrantReply ZookeeperBackend::place_taken(Try& t, std::size_t place) {
   return reply;
 }
 
-void ZookeeperBackend::renew(std::vector<RenewItem>& items) {
-  for (auto& item : items) item.outcome = RenewOutcome::kUnavailable;
-  if (items.empty()) return;
-  const auto sent = Clock::now();
-  const auto until = renewal_until(items, sent, deadline());
-  std::string error;
-  const auto handle = session_->handle(until, error);
-  if (!handle) return;
-  // Through the leader first: a member cut off from it would still answer reads, from data
-  // that may no longer hold the znode.
-  ZkBatch batch;
-  const std::size_t synced = batch.sync(*handle, "/");
-  std::vector<std::optional<std::size_t>> asked(items.size());
-  std::vector<Held> held(items.size());
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    const auto found = book_->find(items[i].owner);
-    if (!found || found->generation != handle->generation()) {
-      items[i].outcome = RenewOutcome::kGone;  // its session ended, and the znode with it
-      continue;
-    }
-    held[i] = *found;
-    asked[i] = batch.exists(*handle, found->path);
-  }
-  batch.wait(until);
-  if (batch.answer(synced).rc != ZOK) return;
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    if (!asked[i]) continue;
-    const ZkAnswer& answer = batch.answer(*asked[i]);
-    if (answer.rc == ZOK && answer.stat.ephemeralOwner == handle->session_id()) {
-      items[i].outcome = RenewOutcome::kRenewed;
-      // Unless released meanwhile (a min_hold's end is not moved).
-      book_->renewed(items[i].owner, held[i], later(sent, items[i].ttl));
-    } else if (answer.rc == ZOK || answer.rc == ZNONODE) {
-      items[i].outcome = answer.rc == ZOK ? RenewOutcome::kTaken : RenewOutcome::kGone;
-      book_->forget(held[i].path);
-    }
-  }
-}
-
 ReleaseOutcome ZookeeperBackend::release(const Key& key, std::string_view owner,
                                          Millis keep_for) noexcept {
   try {
