@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <mutex>
 #include <random>
+#include <string_view>
 
 namespace dlock::internal {
 namespace {
@@ -24,7 +25,8 @@ void unlock_after_fork() { g_identity_mutex.unlock(); }
 [[maybe_unused]] const int g_fork_handlers =
     ::pthread_atfork(lock_before_fork, unlock_after_fork, unlock_after_fork);
 
-std::string owner_prefix() {
+// The calling thread's copy of the prefix: valid until the thread ends.
+std::string_view owner_prefix() {
   // Trivially destructible, so that a lock taken from another thread_local's destructor
   // still finds it.
   thread_local long cached_pid = -1;
@@ -44,7 +46,7 @@ std::string owner_prefix() {
     drawn.copy(cached.data(), cached.size());
     cached_pid = pid;
   }
-  return std::string(cached.data(), cached.size());
+  return {cached.data(), cached.size()};
 }
 
 }  // namespace

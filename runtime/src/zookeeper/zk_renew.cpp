@@ -16,6 +16,10 @@ namespace {
 // next connection, and all of them end by the renewal's deadline).
 constexpr int kZkRenewRounds = 3;
 
+// The C client fails the requests of a connection it gave up (a silent server) with
+// ZOPERATIONTIMEOUT, and those of one that broke with ZCONNECTIONLOSS.
+bool connection_lost(int rc) { return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT; }
+
 }  // namespace
 
 void ZookeeperBackend::renew(std::vector<RenewItem>& items) {
@@ -23,15 +27,13 @@ void ZookeeperBackend::renew(std::vector<RenewItem>& items) {
   if (items.empty()) return;
   const auto sent = Clock::now();
   const auto until = renewal_until(items, sent, deadline());
-  // A connection lost during the round (its server stalled and the client gave it up:
-  // ZOPERATIONTIMEOUT; or it broke: ZCONNECTIONLOSS) is not left to the watchdog's next try:
-  // the round goes again at once through the member the session moves to, while its time
-  // lasts. The validity still counts from the first send. A session found expired goes
+  // A connection lost during the round (its server stalled, or it broke) is not left to the
+  // watchdog's next try: the round goes again at once through the member the session moves
+  // to, while its time lasts. The validity still counts from the first send. A session found expired goes
   // again too: the next round opens a new one, and the items come back gone.
   for (int round = 0; round < kZkRenewRounds; ++round) {
     const int rc = renew_round(items, sent, until);
-    const bool again = rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZSESSIONEXPIRED;
-    if (!again || Clock::now() >= until) return;
+    if ((!connection_lost(rc) && rc != ZSESSIONEXPIRED) || Clock::now() >= until) return;
     log(LogLevel::kDebug, "backend {}: a renewal lost its connection ({}); it goes again",
         config_.name, zerror(rc));
   }
@@ -64,7 +66,7 @@ int ZookeeperBackend::renew_round(std::vector<RenewItem>& items, Clock::time_poi
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (!asked[i]) continue;
     const ZkAnswer& answer = batch.answer(*asked[i]);
-    if (answer.rc == ZCONNECTIONLOSS || answer.rc == ZOPERATIONTIMEOUT) lost = answer.rc;
+    if (connection_lost(answer.rc)) lost = answer.rc;
     if (answer.rc == ZOK && answer.stat.ephemeralOwner == handle->session_id()) {
       items[i].outcome = RenewOutcome::kRenewed;
       // Unless released meanwhile (a min_hold's end is not moved).
