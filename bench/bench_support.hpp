@@ -53,7 +53,8 @@ inline const ServerAddress& bench_server() {
 }
 
 /// A configuration with one single-node backend on the bench server.
-inline dlock::Config single_node_config(const std::string& service, int pool_size = 8) {
+/// `pool_size` 0 is the library's default.
+inline dlock::Config single_node_config(const std::string& service, int pool_size = 0) {
   dlock::Config config;
   config.service = service;
   dlock::BackendConfig backend;

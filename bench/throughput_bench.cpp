@@ -22,7 +22,7 @@
 // could do at S (1 / S), whatever the client; R and Q the CPU per cycle of the server and of
 // redis-benchmark itself while it measures the ceiling; L what the cores would allow a client
 // as cheap as redis-benchmark running dlock's scripts (cores / (Q + S)).
-// The pool has P connections (default 8, the library's default): with more threads than
+// The pool has P connections (default: the library's, kSharedPoolSize): with more threads than
 // connections, threads share connections and their commands are pipelined.
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>
@@ -186,7 +186,8 @@ int main(int argc, char** argv) try {
   const int threads = static_cast<int>(dlock::bench::option(argc, argv, "--threads", 8));
   const auto millis = std::chrono::milliseconds(dlock::bench::option(argc, argv, "--millis", 3000));
   const long requests = dlock::bench::option(argc, argv, "--requests", 200000);
-  const int pool = static_cast<int>(dlock::bench::option(argc, argv, "--pool", 8));
+  const int pool =
+      static_cast<int>(dlock::bench::option(argc, argv, "--pool", dlock::kSharedPoolSize));
 
   std::optional<Phase> dlock_phase;
   {

@@ -120,7 +120,7 @@ void check_backend(const std::string& name, const dlock::BackendConfig& b) {
   }
   if (b.topology == Topology::kZookeeper) {
     DLOCK_FUZZ_CHECK(b.dsn.empty() && b.username.empty() && b.password.empty() && b.database == 0 &&
-                         !b.tls.enabled && b.pool_size == 8,
+                         !b.tls.enabled && b.pool_size == 0,
                      "zookeeper backend '{}' with a key of another topology", name);
     DLOCK_FUZZ_CHECK(b.session_timeout >= Millis{1000} && b.session_timeout <= Millis{600000},
                      "zookeeper session_timeout {}", b.session_timeout.count());
@@ -136,7 +136,7 @@ void check_backend(const std::string& name, const dlock::BackendConfig& b) {
   }
   if (b.topology == Topology::kEtcd) {
     DLOCK_FUZZ_CHECK(b.dsn.empty() && b.username.empty() && b.password.empty() && b.database == 0 &&
-                         b.pool_size == 8,
+                         b.pool_size == 0,
                      "etcd backend '{}' with a key of another topology", name);
     DLOCK_FUZZ_CHECK(is_etcd_root(b.root), "etcd root '{}'", b.root);
     DLOCK_FUZZ_CHECK(all_different(b.endpoints), "etcd backend '{}' lists an endpoint twice", name);
@@ -155,7 +155,8 @@ void check_backend(const std::string& name, const dlock::BackendConfig& b) {
                    b.database, b.wait_replicas);
   DLOCK_FUZZ_CHECK(b.clock_drift_factor >= 0 && b.clock_drift_factor < 0.5, "drift {}",
                    b.clock_drift_factor);
-  DLOCK_FUZZ_CHECK(b.pool_size >= 1 && b.pool_size <= 1024, "pool_size {}", b.pool_size);
+  DLOCK_FUZZ_CHECK(b.pool_size == 0 || (b.pool_size >= 1 && b.pool_size <= 1024), "pool_size {}",
+                   b.pool_size);
   DLOCK_FUZZ_CHECK(b.connect_timeout > Millis{0} && b.command_timeout > Millis{0} &&
                        b.poll_interval > Millis{0},
                    "timeouts {} {} {}", b.connect_timeout.count(), b.command_timeout.count(),

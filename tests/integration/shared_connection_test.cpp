@@ -252,6 +252,66 @@ TEST_F(SharedConnection, ACallerLeavingAtItsDeadlinePassesTheReadingOn) {
   EXPECT_EQ(late, 0) << "a reply that came was not read for its caller";
 }
 
+// While a caller's command is owed its reply, commands other threads queue on the connection
+// stay here, to go out together when that reply wakes the reader: none of them waits in the
+// server's buffer behind the held command, and each is answered once the reply comes.
+TEST_F(SharedConnection, CommandsQueuedWhileAReplyIsOwedGoOutWhenItComes) {
+  const auto pool = shared_pool(1, 5s);
+  std::string error;
+  ConnectionPool::Handle conn = pool->take(Clock::now() + 1s, error);
+  ASSERT_TRUE(conn) << error;
+  const std::string id = std::to_string(conn->command({"CLIENT", "ID"}).integer());
+  std::optional<Reply> held;
+  std::thread reader([&] { held = conn->command({"BLPOP", "shared:owed", "3"}); });
+  ASSERT_TRUE(wait_until([&] { return blocked_clients() == 1; }, 2s, 5ms));
+  constexpr int kQueued = 4;
+  std::vector<std::optional<Reply>> queued(kQueued);
+  std::vector<std::thread> others;
+  for (int i = 0; i < kQueued; ++i) {
+    others.emplace_back([&, i] { queued[i] = conn->command({"INCR", "shared:queued"}); });
+  }
+  RedisAdmin admin(*server_);
+  std::this_thread::sleep_for(150ms);
+  const std::string client = admin.command({"CLIENT", "LIST", "ID", id});
+  const auto at = client.find(" qbuf=");
+  ASSERT_NE(at, std::string::npos) << client;
+  EXPECT_EQ(std::atoll(client.c_str() + at + 6), 0) << "sent behind the held command: " << client;
+  EXPECT_EQ(admin.command({"GET", "shared:queued"}), "(nil)");
+  admin.command({"LPUSH", "shared:owed", "x"});
+  reader.join();
+  for (auto& thread : others) thread.join();
+  ASSERT_TRUE(held && held->ok()) << (held ? held->error() : "no reply");
+  std::set<long long> counts;
+  for (const auto& reply : queued) {
+    ASSERT_TRUE(reply && reply->ok()) << (reply ? reply->error() : "no reply");
+    counts.insert(reply->integer());
+  }
+  EXPECT_EQ(counts, (std::set<long long>{1, 2, 3, 4}));
+}
+
+// A command queued by the reading thread itself (a detached reply's handler sends another)
+// while nothing else is owed goes out at once: no reply is coming to carry it.
+TEST_F(SharedConnection, ACommandQueuedWithNothingElseOwedGoesOutAtOnce) {
+  const BackendConfig config = single_node_config(*server_).backends.at("default");
+  std::string error;
+  const std::unique_ptr<Connection> conn =
+      Connection::open(Endpoint{server_->host(), server_->port()}, config, error);
+  ASSERT_TRUE(conn) << error;
+  conn->share();
+  std::atomic<long long> second{-1};
+  conn->append({"PING"});
+  ASSERT_TRUE(conn->flush(Clock::now() + 1s));
+  conn->detach_last([&](Reply) {
+    conn->append({"INCR", "shared:chained"});
+    (void)conn->flush(Clock::now() + 1s);
+    conn->detach_last([&](Reply reply) { second = reply.integer(); });
+  });
+  const auto before = Clock::now();
+  EXPECT_TRUE(conn->settle(Clock::now() + 3s));
+  EXPECT_LT(elapsed_ms(before), 1000) << "the second command waited for the reader's deadline";
+  EXPECT_EQ(second.load(), 1);
+}
+
 // Sixteen threads, two connections: acquires, releases nobody waits for, and each thread's
 // next acquire with wait 0 finds its own release applied.
 TEST_F(SharedConnection, ManyThreadsLockThroughTwoConnections) {

@@ -301,7 +301,7 @@ defaults: {backend: etcd}
                                 {"127.0.0.1", 2379}, {"127.0.0.1", 22379}, {"127.0.0.1", 32379}}));
   EXPECT_FALSE(etcd.tls.enabled);
   EXPECT_EQ(etcd.root, "/dlock");
-  EXPECT_EQ(etcd.pool_size, 8);
+  EXPECT_EQ(etcd.pool_size, 0);
   EXPECT_TRUE(etcd.dsn.empty());
   EXPECT_EQ(config.resolve("g", "", {}).backend, "etcd");
 }

@@ -378,7 +378,7 @@ backends:
   EXPECT_EQ(ha.sentinel_username, "sentry");
   EXPECT_EQ(ha.sentinel_password, "spw");
   EXPECT_EQ(ha.connect_timeout, 1000ms);  // untouched defaults
-  EXPECT_EQ(ha.pool_size, 8);
+  EXPECT_EQ(ha.pool_size, 0);  // not set: the pool picks kSharedPoolSize
 }
 
 TEST(ParseConfig, UrlCredentialsAndDatabaseFillTheBackend) {

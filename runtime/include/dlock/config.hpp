@@ -74,6 +74,12 @@ struct TlsConfig {
   bool verify = true;       ///< false accepts any certificate (tests only; logged)
 };
 
+/// pool_size when it is not set. Calls that share a connection pipeline their commands on
+/// it, and fewer connections carry larger batches (docs/BENCHMARKS.md, "Connections per
+/// server"); a connection lent to one call at a time serves only that call.
+inline constexpr int kSharedPoolSize = 4;
+inline constexpr int kExclusivePoolSize = 8;
+
 /// One entry of `backends:`.
 struct BackendConfig {
   std::string name;
@@ -92,7 +98,10 @@ struct BackendConfig {
   int database = 0;
   Millis connect_timeout{1000};
   Millis command_timeout{1000};
-  int pool_size = 8;
+  /// Connections per server; 0 (not set) is kSharedPoolSize where calls share connections
+  /// (single, sentinel, cluster) and kExclusivePoolSize where each serves one call at a time
+  /// (redlock, a backend with wait_replicas, postgres).
+  int pool_size = 0;
   /// Longest pause between two tries while waiting, when no release notification arrives.
   Millis poll_interval{250};
   TlsConfig tls;

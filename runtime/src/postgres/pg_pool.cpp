@@ -17,7 +17,9 @@ Clock::time_point bounded(Clock::time_point deadline) {
 }  // namespace
 
 PgPool::PgPool(BackendConfig config, std::shared_ptr<const PgStatements> statements)
-    : config_(std::move(config)), statements_(std::move(statements)) {}
+    : config_(std::move(config)), statements_(std::move(statements)) {
+  if (config_.pool_size <= 0) config_.pool_size = kExclusivePoolSize;
+}
 
 PgPool::~PgPool() {
   // Answers still owed (a thread that released and left): read them, bounded, so that their
@@ -136,8 +138,7 @@ PgPool::Handle PgPool::take_idle() {
   return {};
 }
 
-PgPool::Handle PgPool::take(Clock::time_point deadline, std::string& error, Lane lane,
-                            bool wait) {
+PgPool::Handle PgPool::take(Clock::time_point deadline, std::string& error, Lane lane, bool wait) {
   std::unique_lock lock(mutex_);
   if (lane == Lane::kShared && (!owed_.empty() || !settling_.empty())) {
     if (auto mine = settle_mine(lock)) return Handle(this, std::move(mine), Lane::kShared);

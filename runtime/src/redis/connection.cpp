@@ -388,7 +388,9 @@ bool Connection::flush() {
     write_wants_read_ = sent.what == Io::kWantRead;
     if (sent.what == Io::kDone) {
       sent_ += sent.bytes;
+      written_ += sent.bytes;
     } else if (sent.what == Io::kWantRead || sent.what == Io::kWantWrite) {
+      send_blocked_ = true;
       return true;  // the rest goes once the socket allows (poll_events says which way)
     } else {
       return fail(sent.error);
@@ -396,6 +398,7 @@ bool Connection::flush() {
   }
   out_.clear();
   sent_ = 0;
+  send_blocked_ = false;
   return true;
 }
 

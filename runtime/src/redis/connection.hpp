@@ -47,10 +47,10 @@ struct Redirect {
 class Reply {
  public:
   enum class Status {
-    kOk,            ///< a reply (which may be a Redis error reply: see is_error())
-    kTimeout,       ///< no answer in time: the command may still be applied
-    kBroken,        ///< the connection failed: the command may or may not have been applied
-    kNotSent,       ///< no connection could be had: the command was not sent
+    kOk,       ///< a reply (which may be a Redis error reply: see is_error())
+    kTimeout,  ///< no answer in time: the command may still be applied
+    kBroken,   ///< the connection failed: the command may or may not have been applied
+    kNotSent,  ///< no connection could be had: the command was not sent
   };
 
   Reply() = default;
@@ -124,8 +124,7 @@ class Connection {
   /// Connects, authenticates and selects the database. Returns nullptr and sets `error`
   /// (never containing the password) on failure.
   static std::unique_ptr<Connection> open(const Endpoint& endpoint, const BackendConfig& config,
-                                          std::string& error,
-                                          ServerKind kind = ServerKind::kData);
+                                          std::string& error, ServerKind kind = ServerKind::kData);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -134,7 +133,9 @@ class Connection {
   /// command(), append(), read_reply(), flush(deadline), detach_last(), settle() and
   /// server_time_us() may be called from any number of threads. A thread's appends go out
   /// together, in order, at its next read_reply() or flush(deadline), and it reads the
-  /// replies to its own commands; whichever thread waits reads for all of them. A thread
+  /// replies to its own commands; whichever thread waits reads for all of them. While that
+  /// thread waits for a reply to a command sent whole, batches queued by others are left to
+  /// it, and go out in one send when a reply wakes it (or it leaves). A thread
   /// whose deadline passes gives up on its own replies only (they are read and dropped), and
   /// the connection is then retiring(); a connection that breaks fails the commands sent on
   /// it. The non-blocking calls (fd() to next_reply(), abandon()) are for connections that
@@ -164,7 +165,8 @@ class Connection {
   /// sends what the socket takes now (read_available() sends the rest); both return false
   /// (and break the connection) on error.
   bool flush();
-  /// Sends everything queued, waiting for the socket up to `deadline`.
+  /// Sends everything queued, waiting for the socket up to `deadline`. Shared: while another
+  /// thread reads, leaves the sending to it (see share()) and returns at once.
   bool flush(Clock::time_point deadline);
   [[nodiscard]] int fd() const noexcept;
   [[nodiscard]] short poll_events() const noexcept;
@@ -239,6 +241,12 @@ class Connection {
   void lead(std::unique_lock<std::mutex>& lock, Clock::time_point deadline,
             const std::function<bool()>& until);
   void detach_shared(std::function<void(Reply)> on_reply);
+  /// With Shared::mutex held: the oldest command owed a reply went out whole, so a reply
+  /// is coming (or the connection breaks, or the reader's deadline passes).
+  [[nodiscard]] bool reply_coming() const noexcept;
+  /// With Shared::mutex held: sends everything queued, waiting for the socket (the mutex let
+  /// go) up to `deadline`; a send that does not finish in time breaks the connection.
+  void send_queued(std::unique_lock<std::mutex>& lock, Clock::time_point deadline, Handed& handed);
   /// With Shared::mutex held: wakes the first thread waiting for a reply, to read for all.
   void pass_reading();
   /// With Shared::mutex held: the calling thread's replies not read yet fail as timed out
@@ -257,6 +265,8 @@ class Connection {
   std::size_t sent_ = 0;
   bool read_wants_write_ = false;  // TLS: a read must wait until the socket is writable
   bool write_wants_read_ = false;  // TLS: a write must wait until the socket is readable
+  bool send_blocked_ = false;      // the last flush() left bytes the socket would not take
+  std::uint64_t written_ = 0;      // bytes handed to the socket since the connection opened
   // The last read found no complete TLS record: what OpenSSL holds is part of one, and
   // only bytes from the socket help, so has_buffered() does not count it.
   bool starved_ = true;

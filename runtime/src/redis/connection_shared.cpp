@@ -1,6 +1,8 @@
 // A connection shared by threads (Connection::share()): each thread's commands go out as one
 // batch, replies come back in the order the commands went, and whichever thread waits reads
-// for everyone (the others sleep until their own reply is in, or the reader leaves).
+// for everyone (the others sleep until their own reply is in, or the reader leaves). While a
+// reply is owed, the reader also sends: batches queued meanwhile go out together when that
+// reply wakes it, so a busy connection carries many threads' commands in each send.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -69,12 +71,20 @@ void Connection::publish(Handed& handed) {
   if (it == staged.end()) return;
   const Shared::Staged batch = std::move(*it);
   staged.erase(it);
+  // A thread reading for everyone sends the batch, with whatever else is queued by then, as
+  // soon as the next reply wakes it (one send for many threads' commands), provided a reply
+  // is coming: a command ahead of it went out whole. On the server it would wait behind
+  // that command anyway.
+  const bool leave_to_reader = shared_->reading && reply_coming();
+  if (!broken_) out_ += batch.bytes;
+  const std::uint64_t end = written_ + (out_.size() - sent_);
   auto& mine = shared_->unread[me];
   const auto now = Clock::now();
   for (std::size_t i = 0; i < batch.count; ++i) {
     auto slot = std::make_shared<Shared::Slot>();
     slot->reader = me;
     slot->since = now;
+    slot->end = end;
     if (broken_) {
       slot->reply = failed_reply();  // never sent
     } else {
@@ -82,9 +92,12 @@ void Connection::publish(Handed& handed) {
     }
     mine.push_back(std::move(slot));
   }
-  if (broken_) return;
-  out_ += batch.bytes;
+  if (broken_ || leave_to_reader) return;
   if (!flush()) fail_due(handed);
+}
+
+bool Connection::reply_coming() const noexcept {
+  return !shared_->due.empty() && shared_->due.front()->end <= written_;
 }
 
 void Connection::dispatch(Handed& handed) {
@@ -124,12 +137,33 @@ void Connection::lead(std::unique_lock<std::mutex>& lock, Clock::time_point dead
                       const std::function<bool()>& until) {
   shared_->reading = true;
   Handed handed;
-  while (!until() && !broken_ && Clock::now() < deadline) {
+  // Once this thread's wait is over it stays only to send what it was left to send
+  // (publish()), reading meanwhile so that a server whose replies fill the socket still
+  // takes the rest, for up to a command timeout.
+  bool over = false;
+  Clock::time_point limit = deadline;
+  while (!broken_) {
+    const auto now = Clock::now();
+    if (!over && (until() || now >= deadline)) {
+      over = true;
+      limit = later(now, command_timeout_);
+      if (!flush()) break;
+    }
+    if (over && sent_ == out_.size()) break;
+    if (now >= limit) {
+      if (over) fail(fmt::format("could not send to {} in time", to_string(endpoint_)));
+      break;
+    }
+    // Commands queued while this thread waits go out when a reply wakes it
+    // (read_available() sends first), or now if no reply is coming to wake it.
+    if (sent_ < out_.size() && !reply_coming() && !flush()) break;
     if (!has_buffered()) {
       const int socket = fd();
-      const short events = poll_events();
+      // POLLOUT only when the socket held back a send.
+      const bool push = (send_blocked_ && !write_wants_read_) || read_wants_write_;
+      const short events = static_cast<short>(POLLIN | (push ? POLLOUT : 0));
       lock.unlock();
-      const bool ready = wait_for(socket, events, std::min(deadline, Clock::now() + kReadSlice));
+      const bool ready = wait_for(socket, events, std::min(limit, Clock::now() + kReadSlice));
       lock.lock();
       if (!ready) continue;
     }
@@ -141,14 +175,39 @@ void Connection::lead(std::unique_lock<std::mutex>& lock, Clock::time_point dead
       lock.lock();
     }
   }
+  if (broken_) fail_due(handed);
   shared_->reading = false;
   pass_reading();
+  if (!handed.empty()) {
+    lock.unlock();
+    handed.run();
+    lock.lock();
+  }
+}
+
+void Connection::send_queued(std::unique_lock<std::mutex>& lock, Clock::time_point deadline,
+                             Handed& handed) {
+  while (!broken_ && sent_ < out_.size()) {
+    if (!flush()) break;
+    if (sent_ == out_.size()) break;
+    // The others go on meanwhile: a reader may send the rest itself.
+    const int socket = fd();
+    const short events = write_wants_read_ ? POLLIN : POLLOUT;
+    lock.unlock();
+    const bool ready = wait_for(socket, events, deadline);
+    lock.lock();
+    if (!ready && sent_ < out_.size()) {
+      // Part of a command may be out: the connection is out of step for everyone.
+      fail(fmt::format("could not send to {} in time", to_string(endpoint_)));
+    }
+  }
+  if (broken_) fail_due(handed);
 }
 
 void Connection::pass_reading() {
   for (const auto& slot : shared_->due) {
     if (slot->waiting) {
-      slot->wake.notify_one();
+      slot->wake.set(Shared::kLead);
       return;
     }
   }
@@ -190,7 +249,14 @@ Reply Connection::read_shared(Clock::time_point deadline) {
       lead(lock, deadline, [&] { return slot->reply.has_value(); });
     } else {
       slot->waiting = true;
-      slot->wake.wait_until(lock, deadline);
+      slot->wake.reset();
+      lock.unlock();
+      if (slot->wake.wait_until(deadline) == Shared::kReplied) {
+        // The reader wrote the reply, and took the slot off `due`, before it woke this thread.
+        handed.run();
+        return std::move(*slot->reply);
+      }
+      lock.lock();
       slot->waiting = false;
     }
   }
@@ -203,21 +269,8 @@ bool Connection::flush_shared(Clock::time_point deadline) {
   Handed handed;
   std::unique_lock lock(shared_->mutex);
   publish(handed);
-  while (!broken_ && sent_ < out_.size()) {
-    // The others go on meanwhile: a reader may send the rest itself.
-    const int socket = fd();
-    const short events = write_wants_read_ ? POLLIN : POLLOUT;
-    lock.unlock();
-    const bool ready = wait_for(socket, events, deadline);
-    lock.lock();
-    if (!ready && sent_ < out_.size()) {
-      // Part of a command may be out: the connection is out of step for everyone.
-      fail(fmt::format("could not send to {} in time", to_string(endpoint_)));
-    } else {
-      flush();
-    }
-    if (broken_) fail_due(handed);
-  }
+  // With a thread reading, the commands are left for it to send (publish()).
+  if (!shared_->reading) send_queued(lock, deadline, handed);
   const bool sent = !broken_;
   lock.unlock();
   handed.run();

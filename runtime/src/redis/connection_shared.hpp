@@ -2,7 +2,6 @@
 // due, in the order the server answers them, and for each the thread that reads its reply.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -16,6 +15,7 @@
 #include <vector>
 
 #include "redis/connection.hpp"
+#include "wake_flag.hpp"
 
 namespace dlock::internal {
 
@@ -24,10 +24,15 @@ struct Connection::Shared {
     std::thread::id reader;  // who reads the reply; none once detached or given up
     std::optional<Reply> reply;
     std::function<void(Reply)> on_reply;  // a detached command's
-    Clock::time_point since;              // when it was sent
-    bool waiting = false;                 // its reader waits on `wake`
-    std::condition_variable wake;
+    Clock::time_point since;              // when it was sent (queued to be)
+    std::uint64_t end = 0;                // sent whole once written_ reaches this
+    bool waiting = false;                 // its reader sleeps on `wake`
+    WakeFlag wake;                        // kReplied or kLead
   };
+  /// Why a sleeping reader is woken: its reply is in (it takes it without the mutex), or it
+  /// is to read for everyone.
+  static constexpr std::uint32_t kReplied = 1;
+  static constexpr std::uint32_t kLead = 2;
   struct Staged {
     std::thread::id thread;
     std::string bytes;
@@ -55,7 +60,7 @@ struct Connection::Handed {
   std::vector<std::shared_ptr<Shared::Slot>> woken;
   [[nodiscard]] bool empty() const noexcept { return replies.empty() && woken.empty(); }
   void run() noexcept {
-    for (const auto& slot : woken) slot->wake.notify_one();
+    for (const auto& slot : woken) slot->wake.set(Shared::kReplied);
     woken.clear();
     for (auto& [on_reply, reply] : replies) on_reply(std::move(reply));
     replies.clear();

@@ -9,8 +9,23 @@
 
 namespace dlock::internal {
 
+namespace {
+
+// `config` with pool_size set: a pool_size left at 0 takes the default for `sharing`.
+BackendConfig sized(BackendConfig config, ConnectionPool::Sharing sharing) {
+  if (config.pool_size <= 0) {
+    config.pool_size =
+        sharing == ConnectionPool::Sharing::kShared ? kSharedPoolSize : kExclusivePoolSize;
+  }
+  return config;
+}
+
+}  // namespace
+
 ConnectionPool::ConnectionPool(Endpoint endpoint, BackendConfig config, Sharing sharing)
-    : endpoint_(std::move(endpoint)), config_(std::move(config)), sharing_(sharing) {}
+    : endpoint_(std::move(endpoint)),
+      config_(sized(std::move(config), sharing)),
+      sharing_(sharing) {}
 
 ConnectionPool::Sharing sharing_for(const BackendConfig& config) noexcept {
   return config.wait_replicas > 0 ? ConnectionPool::Sharing::kExclusive
@@ -358,8 +373,8 @@ Reply ConnectionPool::run(const std::function<Reply(Connection&)>& call, Lane la
     // Every dlock script is idempotent for one owner, so one retry on a new connection
     // is safe even if the first request was applied (the retry's reply says so). A reply
     // the caller could not read, on a connection still in step, is no reason to run again.
-    const bool stale = conn && reply.status() == Reply::Status::kBroken && conn.reused() &&
-                       conn->broken();
+    const bool stale =
+        conn && reply.status() == Reply::Status::kBroken && conn.reused() && conn->broken();
     if (!stale) return reply;
     clear();
     earlier = std::move(reply);
