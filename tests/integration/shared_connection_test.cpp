@@ -271,7 +271,9 @@ TEST_F(SharedConnection, CommandsQueuedWhileAReplyIsOwedGoOutWhenItComes) {
     others.emplace_back([&, i] { queued[i] = conn->command({"INCR", "shared:queued"}); });
   }
   RedisAdmin admin(*server_);
-  std::this_thread::sleep_for(150ms);
+  ASSERT_TRUE(wait_until([&] { return conn->due() == 1 + kQueued; }, 2s, 2ms))
+      << "the other threads did not queue their commands";
+  std::this_thread::sleep_for(50ms);  // time for bytes sent now to reach the server
   const std::string client = admin.command({"CLIENT", "LIST", "ID", id});
   const auto at = client.find(" qbuf=");
   ASSERT_NE(at, std::string::npos) << client;

@@ -98,9 +98,10 @@ struct BackendConfig {
   int database = 0;
   Millis connect_timeout{1000};
   Millis command_timeout{1000};
-  /// Connections per server; 0 (not set) is kSharedPoolSize where calls share connections
-  /// (single, sentinel, cluster) and kExclusivePoolSize where each serves one call at a time
-  /// (redlock, a backend with wait_replicas, postgres).
+  /// Connections per server. 0, the default (or any value below 1 set in code), means
+  /// kSharedPoolSize where calls share connections (single, sentinel, cluster) and
+  /// kExclusivePoolSize where each serves one call at a time (redlock, a backend with
+  /// wait_replicas, postgres). A configuration file takes 1..1024 only.
   int pool_size = 0;
   /// Longest pause between two tries while waiting, when no release notification arrives.
   Millis poll_interval{250};

@@ -184,6 +184,8 @@ class Connection {
   /// hands over the ones it has read, then failures (kTimeout once out of step, else
   /// kBroken). `on_reply` runs on the reading thread and must not throw.
   void detach_last(std::function<void(Reply)> on_reply);
+  /// Shared: how many commands are owed a reply, sent or queued to be (for tests).
+  [[nodiscard]] std::size_t due() const;
   /// How many detached replies are owed, and since when the oldest is.
   [[nodiscard]] std::size_t owed() const noexcept;
   [[nodiscard]] Clock::time_point owed_since() const noexcept;
@@ -240,6 +242,13 @@ class Connection {
   /// the mutex is let go while waiting for the socket.
   void lead(std::unique_lock<std::mutex>& lock, Clock::time_point deadline,
             const std::function<bool()>& until);
+  /// lead()'s loop: reads, and sends what publish() left to it, until `until` holds (or
+  /// `deadline` passes) and what it was left to send is out or another thread waits to
+  /// take the reading over.
+  void read_for_all(std::unique_lock<std::mutex>& lock, Clock::time_point deadline,
+                    const std::function<bool()>& until, Handed& handed);
+  /// With Shared::mutex held: a thread sleeps waiting for a reply (pass_reading() wakes it).
+  [[nodiscard]] bool waiting_reader() const noexcept;
   void detach_shared(std::function<void(Reply)> on_reply);
   /// With Shared::mutex held: the oldest command owed a reply went out whole, so a reply
   /// is coming (or the connection breaks, or the reader's deadline passes).

@@ -28,6 +28,12 @@ void Connection::retire() noexcept {
   if (shared_) shared_->retiring = true;
 }
 
+std::size_t Connection::due() const {
+  if (!shared_) return 0;
+  std::lock_guard lock(shared_->mutex);
+  return shared_->due.size();
+}
+
 std::size_t Connection::owed() const noexcept {
   return shared_ ? shared_->detached.load() : owed_.size();
 }
@@ -135,11 +141,33 @@ void Connection::fail_due(Handed& handed) {
 
 void Connection::lead(std::unique_lock<std::mutex>& lock, Clock::time_point deadline,
                       const std::function<bool()>& until) {
-  shared_->reading = true;
+  // However the reading ends (an exception included), it passes on: publishers leave their
+  // commands to a reader only while one is marked.
+  struct Reading {
+    Connection& conn;
+    std::unique_lock<std::mutex>& lock;
+    ~Reading() {
+      if (!lock.owns_lock()) lock.lock();
+      conn.shared_->reading = false;
+      conn.pass_reading();
+    }
+  };
   Handed handed;
-  // Once this thread's wait is over it stays only to send what it was left to send
-  // (publish()), reading meanwhile so that a server whose replies fill the socket still
-  // takes the rest, for up to a command timeout.
+  {
+    shared_->reading = true;
+    const Reading reading{*this, lock};
+    read_for_all(lock, deadline, until, handed);
+    if (broken_) fail_due(handed);
+  }
+  if (!handed.empty()) {
+    lock.unlock();
+    handed.run();
+    lock.lock();
+  }
+}
+
+void Connection::read_for_all(std::unique_lock<std::mutex>& lock, Clock::time_point deadline,
+                              const std::function<bool()>& until, Handed& handed) {
   bool over = false;
   Clock::time_point limit = deadline;
   while (!broken_) {
@@ -147,16 +175,22 @@ void Connection::lead(std::unique_lock<std::mutex>& lock, Clock::time_point dead
     if (!over && (until() || now >= deadline)) {
       over = true;
       limit = later(now, command_timeout_);
-      if (!flush()) break;
     }
-    if (over && sent_ == out_.size()) break;
-    if (now >= limit) {
-      if (over) fail(fmt::format("could not send to {} in time", to_string(endpoint_)));
-      break;
+    if (over) {
+      // What this thread was left to send (publish()) goes before it leaves. If the socket
+      // will not take it all now, a waiting thread takes the reading over (its poll asks for
+      // POLLOUT); with none, this one stays, reading meanwhile so that a server whose
+      // replies fill the socket still takes the rest, up to a command timeout.
+      if (!flush() || sent_ == out_.size() || waiting_reader()) return;
+      if (now >= limit) {
+        fail(fmt::format("could not send to {} in time", to_string(endpoint_)));
+        return;
+      }
+    } else if (sent_ < out_.size() && !reply_coming() && !flush()) {
+      // Commands queued while this thread waits go out when a reply wakes it
+      // (read_available() sends first), or at once when no reply is coming to wake it.
+      return;
     }
-    // Commands queued while this thread waits go out when a reply wakes it
-    // (read_available() sends first), or now if no reply is coming to wake it.
-    if (sent_ < out_.size() && !reply_coming() && !flush()) break;
     if (!has_buffered()) {
       const int socket = fd();
       // POLLOUT only when the socket held back a send.
@@ -175,14 +209,11 @@ void Connection::lead(std::unique_lock<std::mutex>& lock, Clock::time_point dead
       lock.lock();
     }
   }
-  if (broken_) fail_due(handed);
-  shared_->reading = false;
-  pass_reading();
-  if (!handed.empty()) {
-    lock.unlock();
-    handed.run();
-    lock.lock();
-  }
+}
+
+bool Connection::waiting_reader() const noexcept {
+  return std::any_of(shared_->due.begin(), shared_->due.end(),
+                     [](const auto& slot) { return slot->waiting; });
 }
 
 void Connection::send_queued(std::unique_lock<std::mutex>& lock, Clock::time_point deadline,
