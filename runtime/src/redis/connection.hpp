@@ -253,9 +253,6 @@ class Connection {
   /// With Shared::mutex held: the oldest command owed a reply went out whole, so a reply
   /// is coming (or the connection breaks, or the reader's deadline passes).
   [[nodiscard]] bool reply_coming() const noexcept;
-  /// With Shared::mutex held: sends everything queued, waiting for the socket (the mutex let
-  /// go) up to `deadline`; a send that does not finish in time breaks the connection.
-  void send_queued(std::unique_lock<std::mutex>& lock, Clock::time_point deadline, Handed& handed);
   /// With Shared::mutex held: wakes the first thread waiting for a reply, to read for all.
   void pass_reading();
   /// With Shared::mutex held: the calling thread's replies not read yet fail as timed out

@@ -216,25 +216,6 @@ bool Connection::waiting_reader() const noexcept {
                      [](const auto& slot) { return slot->waiting; });
 }
 
-void Connection::send_queued(std::unique_lock<std::mutex>& lock, Clock::time_point deadline,
-                             Handed& handed) {
-  while (!broken_ && sent_ < out_.size()) {
-    if (!flush()) break;
-    if (sent_ == out_.size()) break;
-    // The others go on meanwhile: a reader may send the rest itself.
-    const int socket = fd();
-    const short events = write_wants_read_ ? POLLIN : POLLOUT;
-    lock.unlock();
-    const bool ready = wait_for(socket, events, deadline);
-    lock.lock();
-    if (!ready && sent_ < out_.size()) {
-      // Part of a command may be out: the connection is out of step for everyone.
-      fail(fmt::format("could not send to {} in time", to_string(endpoint_)));
-    }
-  }
-  if (broken_) fail_due(handed);
-}
-
 void Connection::pass_reading() {
   for (const auto& slot : shared_->due) {
     if (slot->waiting) {
@@ -301,7 +282,20 @@ bool Connection::flush_shared(Clock::time_point deadline) {
   std::unique_lock lock(shared_->mutex);
   publish(handed);
   // With a thread reading, the commands are left for it to send (publish()).
-  if (!shared_->reading) send_queued(lock, deadline, handed);
+  const bool left_to_reader = shared_->reading;
+  while (!left_to_reader && !broken_ && sent_ < out_.size() && flush() && sent_ < out_.size()) {
+    // The others go on meanwhile: a reader may send the rest itself.
+    const int socket = fd();
+    const short events = write_wants_read_ ? POLLIN : POLLOUT;
+    lock.unlock();
+    const bool ready = wait_for(socket, events, deadline);
+    lock.lock();
+    if (!ready && sent_ < out_.size()) {
+      // Part of a command may be out: the connection is out of step for everyone.
+      fail(fmt::format("could not send to {} in time", to_string(endpoint_)));
+    }
+  }
+  if (broken_) fail_due(handed);
   const bool sent = !broken_;
   lock.unlock();
   handed.run();
