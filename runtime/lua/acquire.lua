@@ -28,7 +28,8 @@
 --          has a place in it (it would jump that queue otherwise)
 --
 -- Returns {1, token, pttl} granted (pttl: the key's time left, which is less than the lease
--- when an earlier attempt or a release granted it), {0, pttl, last token} busy,
+-- when an earlier attempt or a release granted it), {0, pttl, last token} busy ({0, 0, ...}:
+-- another waiter's turn, the lock free or held by that waiter),
 -- {-1, 0} arrived too late (nothing held, or a queue to hand on: see below), {-2, 0} the key
 -- is a semaphore.
 local now_us = server_now_us()
@@ -81,6 +82,13 @@ if owner then
   if ordered then
     if claim > 0 then
       fair_wait(KEYS[4], KEYS[5], ARGV[1], 'X', claim, now_us)
+    end
+    if live[1] and live[1][1] == owner then
+      -- Held by the waiter whose turn it is (Redlock's order instance: a grant that keeps its
+      -- place while it seeks a quorum, or the holder in the lease's first moments): not this
+      -- caller's turn, whatever the other instances say. A key whose release never came here
+      -- holds nobody back once its place lapses.
+      return {0, 0, tonumber(redis.call('GET', KEYS[2]) or '0')}
     end
   elseif place > 0 then
     local record = string.format('%.0f', now_us + place * 1000) .. ' ' .. ARGV[2] .. ' ' ..

@@ -64,6 +64,10 @@ local function busy(ttl)
   return {0, ttl, last}
 end
 if owner and owner ~= marker then
+  if live[1] and live[1][1] == owner then
+    -- Held by the waiter whose turn it is (acquire.lua): not this caller's turn.
+    return busy(0)
+  end
   return busy(math.max(redis.call('PTTL', lock), 1))
 end
 local ahead = 0

@@ -124,6 +124,31 @@ TEST_F(Redlock, OnlyAPlaceAheadOnTheOrderInstanceOverridesTheQuorum) {
   EXPECT_TRUE(fair_one) << fair_one.error();
 }
 
+// The order instance's key held by the waiter whose turn it is (a grant there that keeps its
+// place while it seeks a quorum) holds a fair request, a plain one and a shared one back,
+// although the other instances are free; the refused requests leave no key behind.
+TEST_F(Redlock, AKeyOfTheWaiterWhoseTurnItIsHoldsOthersBack) {
+  Client client(config(3));
+  const std::size_t order = order_instance(3, "turn");
+  RedisAdmin there(group.instance(order));
+  there.command({"HSET", lock_key("turn"), "owner", "next-in-line", "token", "1"});
+  there.command({"PEXPIRE", lock_key("turn"), "30000"});
+  place_by_hand(order, "turn", "next-in-line");
+  Lease fair_one = client.try_acquire("turn", fair(10s));
+  EXPECT_EQ(fair_one.status(), AcquireStatus::kBusy) << fair_one.error();
+  Lease plain = client.try_acquire("turn", settings(10s));
+  EXPECT_EQ(plain.status(), AcquireStatus::kBusy) << plain.error();
+  LockSettings reader = fair(10s);
+  reader.mode = LockMode::kShared;
+  Lease shared = client.try_acquire("turn", reader);
+  EXPECT_EQ(shared.status(), AcquireStatus::kBusy) << shared.error();
+  for (std::size_t i = 0; i < 3; ++i) {
+    if (i == order) continue;
+    EXPECT_FALSE(owner_on(i, "turn").has_value()) << "instance " << i << ": a key left behind";
+  }
+  EXPECT_EQ(owner_on(order, "turn"), "next-in-line");
+}
+
 // The order instance lost a holder's key while waiters queued there: the holder's next
 // renewal puts it back, which the queue does not hold back (the holder holds by quorum).
 TEST_F(Redlock, AKeyRestoredOnTheOrderInstanceIsNotHeldBackByItsQueue) {

@@ -104,9 +104,10 @@ class RedlockBackend final : public Backend {
     }
     GrantTally tally = tally_grants(round);
     const auto elapsed = Clock::now() - start;
-    // Free on the order instance but not this request's turn (busy with no time left: a place
-    // ahead in its fair queue): busy, whatever the others said. An order instance that did not
-    // answer in time, or whose key is held, keeps no order meanwhile (TOPOLOGIES.md).
+    // Not this request's turn on the order instance (busy with no time left: a place ahead in
+    // its fair queue, the lock free there or held by the waiter whose turn it is): busy,
+    // whatever the others said. An order instance that did not answer in time, or whose key
+    // is held by anyone else, keeps no order meanwhile (TOPOLOGIES.md).
     const GrantReply there = grant_of(round.reply(order, 0));
     const bool out_of_turn =
         there.kind == GrantReply::Kind::kBusy && there.ttl == Millis{0} && !tally.ours[order];
