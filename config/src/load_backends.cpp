@@ -62,10 +62,14 @@ std::string servers_hint(const TopologySpec& spec, std::string_view key) {
 
 // "zookeeper" or "zookeeper and etcd": the topologies whose own key `key` is.
 std::string owners_of(std::string_view key) {
-  std::string owners;
+  std::vector<std::string_view> names;
   for (const TopologySpec& spec : kTopologies) {
-    if (!contains(spec.own_keys, key)) continue;
-    owners += owners.empty() ? std::string(spec.name) : fmt::format(" and {}", spec.name);
+    if (contains(spec.own_keys, key)) names.push_back(spec.name);
+  }
+  std::string owners;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    owners += i == 0 ? "" : i + 1 == names.size() ? " and " : ", ";
+    owners += names[i];
   }
   return owners;
 }
@@ -346,14 +350,12 @@ void Loader::backend_value(const Entry& item, const TopologySpec& spec,
     backend.wait_replicas = integer(item, 0, std::numeric_limits<int>::max());
   } else if (key == "clock_drift_factor") {
     backend.clock_drift_factor = clock_drift_factor(item);
-  } else if (key == "username") {
-    backend.username = expanded(item, "a user name");
-  } else if (key == "password") {
-    backend.password = expanded(item, "a password");
-  } else if (key == "sentinel_username") {
-    backend.sentinel_username = expanded(item, "a user name");
-  } else if (key == "sentinel_password") {
-    backend.sentinel_password = expanded(item, "a password");
+  } else if (key == "username" || key == "sentinel_username") {
+    (key == "username" ? backend.username : backend.sentinel_username) =
+        expanded(item, "a user name");
+  } else if (key == "password" || key == "sentinel_password") {
+    (key == "password" ? backend.password : backend.sentinel_password) =
+        expanded(item, "a password");
   } else if (key == "database") {
     backend.database = integer(item, 0, std::numeric_limits<int>::max());
     if (spec.topology == Topology::kCluster && backend.database != 0) {
@@ -367,6 +369,8 @@ void Loader::backend_value(const Entry& item, const TopologySpec& spec,
     backend.poll_interval = duration(item, false);
   } else if (key == "pool_size") {
     backend.pool_size = integer(item, 1, kMaxPoolSize);
+  } else if (key == "spin_us") {
+    backend.spin = std::chrono::microseconds(integer(item, 0, kMaxSpinUs));
   }
 }
 

@@ -33,6 +33,7 @@ inline constexpr std::string_view kTopologyList =
 using common::kDurationUnits;
 inline constexpr std::size_t kMaxServiceLength = 128;
 inline constexpr int kMaxPoolSize = 1024;
+inline constexpr int kMaxSpinUs = static_cast<int>(kMaxSpin.count());
 inline constexpr double kMaxClockDriftFactor = 0.5;
 
 inline constexpr std::string_view kTopLevelKeys[] = {"service", "backends", "defaults", "policies",
@@ -50,11 +51,15 @@ inline constexpr std::string_view kRedisServerKeys[] = {"address", "sentinels", 
                                                         "instances"};
 inline constexpr std::string_view kTlsKeys[] = {"ca_file", "cert_file", "key_file", "server_name",
                                                 "verify"};
-inline constexpr std::string_view kSingleKeys[] = {"address"};
-inline constexpr std::string_view kSentinelKeys[] = {"master_name", "sentinels", "wait_replicas",
+// spin_us: the topologies whose calls share connections (RUNTIME.md, "Connections").
+inline constexpr std::string_view kSingleKeys[] = {"address", "spin_us"};
+inline constexpr std::string_view kSingleRequired[] = {"address"};
+inline constexpr std::string_view kSentinelKeys[] = {"master_name",       "sentinels",
+                                                     "wait_replicas",     "spin_us",
                                                      "sentinel_username", "sentinel_password"};
 inline constexpr std::string_view kSentinelRequired[] = {"master_name", "sentinels"};
-inline constexpr std::string_view kClusterKeys[] = {"nodes"};
+inline constexpr std::string_view kClusterKeys[] = {"nodes", "spin_us"};
+inline constexpr std::string_view kClusterRequired[] = {"nodes"};
 inline constexpr std::string_view kRedlockKeys[] = {"instances", "clock_drift_factor"};
 inline constexpr std::string_view kRedlockRequired[] = {"instances"};
 inline constexpr std::string_view kPostgresKeys[] = {"dsn", "table"};
@@ -91,9 +96,9 @@ struct TopologySpec {
 };
 
 inline constexpr TopologySpec kTopologies[] = {
-    {Topology::kSingle, "single", kSingleKeys, kSingleKeys, Server::kRedis},
+    {Topology::kSingle, "single", kSingleKeys, kSingleRequired, Server::kRedis},
     {Topology::kSentinel, "sentinel", kSentinelKeys, kSentinelRequired, Server::kRedis},
-    {Topology::kCluster, "cluster", kClusterKeys, kClusterKeys, Server::kRedis},
+    {Topology::kCluster, "cluster", kClusterKeys, kClusterRequired, Server::kRedis},
     {Topology::kRedlock, "redlock", kRedlockKeys, kRedlockRequired, Server::kRedis},
     {Topology::kMemory, "memory", {}, {}, Server::kNone},
     {Topology::kPostgres, "postgres", kPostgresKeys, kPostgresRequired, Server::kPostgres},

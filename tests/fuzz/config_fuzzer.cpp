@@ -157,6 +157,7 @@ void check_backend(const std::string& name, const dlock::BackendConfig& b) {
                    b.clock_drift_factor);
   DLOCK_FUZZ_CHECK(b.pool_size == 0 || (b.pool_size >= 1 && b.pool_size <= 1024), "pool_size {}",
                    b.pool_size);
+  DLOCK_FUZZ_CHECK(b.spin.count() >= 0 && b.spin <= dlock::kMaxSpin, "spin_us {}", b.spin.count());
   DLOCK_FUZZ_CHECK(b.connect_timeout > Millis{0} && b.command_timeout > Millis{0} &&
                        b.poll_interval > Millis{0},
                    "timeouts {} {} {}", b.connect_timeout.count(), b.command_timeout.count(),

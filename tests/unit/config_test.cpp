@@ -93,6 +93,13 @@ const BadFile kBadFiles[] = {
     {"PoolSizeHugeIsRefused",
      "backends:\n  default: {topology: single, address: h, pool_size: 99999999999999999999}\n",
      "2:54", "backends.default.pool_size: must be between 1 and 1024"},
+    {"SpinPastAMillisecondIsRefused",
+     "backends:\n  default: {topology: single, address: h, spin_us: 1001}\n", "2:52",
+     "backends.default.spin_us: must be between 0 and 1000, got 1001"},
+    {"SpinOnRedlockIsRefused",
+     "backends:\n  default: {topology: redlock, instances: [a, b, c], spin_us: 20}\n", "2:54",
+     "backends.default.spin_us: does not apply to a redlock backend (it is a single, sentinel "
+     "and cluster setting)"},
     {"NegativeDatabaseIsRefused",
      "backends:\n  default: {topology: single, address: h, database: -1}\n", "2:53",
      "backends.default.database: must be 0 or more, got -1"},
@@ -349,6 +356,7 @@ backends:
     command_timeout: 2s
     poll_interval: 50ms
     pool_size: 16
+    spin_us: 0
   ha:
     topology: sentinel
     master_name: mymaster
@@ -369,6 +377,7 @@ backends:
   EXPECT_EQ(single.command_timeout, 2s);
   EXPECT_EQ(single.poll_interval, 50ms);
   EXPECT_EQ(single.pool_size, 16);
+  EXPECT_EQ(single.spin, 0us);
 
   const BackendConfig& ha = config.backends.at("ha");
   EXPECT_EQ(ha.topology, Topology::kSentinel);
@@ -379,6 +388,7 @@ backends:
   EXPECT_EQ(ha.sentinel_password, "spw");
   EXPECT_EQ(ha.connect_timeout, 1000ms);  // untouched defaults
   EXPECT_EQ(ha.pool_size, 0);  // not set: the pool picks kSharedPoolSize
+  EXPECT_EQ(ha.spin, kDefaultSpin);
 }
 
 TEST(ParseConfig, UrlCredentialsAndDatabaseFillTheBackend) {

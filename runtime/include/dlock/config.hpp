@@ -79,6 +79,10 @@ struct TlsConfig {
 /// server"); a connection lent to one call at a time serves only that call.
 inline constexpr int kSharedPoolSize = 4;
 inline constexpr int kExclusivePoolSize = 8;
+/// spin when it is not set: replies that come within it cost no sleep and no wake-up, and
+/// the CPU does not go idle meanwhile (docs/BENCHMARKS.md, figure 18).
+inline constexpr std::chrono::microseconds kDefaultSpin{20};
+inline constexpr std::chrono::microseconds kMaxSpin{1000};
 
 /// One entry of `backends:`.
 struct BackendConfig {
@@ -105,6 +109,10 @@ struct BackendConfig {
   int pool_size = 0;
   /// Longest pause between two tries while waiting, when no release notification arrives.
   Millis poll_interval{250};
+  /// single, sentinel, cluster: how long a thread waiting for a reply that another thread
+  /// reads spins (giving its CPU to any thread that can run) before it sleeps; 0 never spins.
+  /// A configuration file takes 0..1000 (`spin_us`).
+  std::chrono::microseconds spin{kDefaultSpin};
   TlsConfig tls;
   /// postgres only: a libpq connection string (`postgresql://user@host:5432/db?...` or
   /// `host=... dbname=...`), `${ENV}` already expanded; never logged whole.

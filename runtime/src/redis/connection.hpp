@@ -140,7 +140,7 @@ class Connection {
   /// the connection is then retiring(); a connection that breaks fails the commands sent on
   /// it. The non-blocking calls (fd() to next_reply(), abandon()) are for connections that
   /// are not shared.
-  void share();
+  void share(std::chrono::microseconds spin = kDefaultSpin);
   /// Shared: a command sent on it got no reply in time, so the server may be gone. Commands
   /// already sent keep their own deadlines; new ones are better sent elsewhere.
   [[nodiscard]] bool retiring() const noexcept;

@@ -20,7 +20,10 @@ constexpr auto kReadSlice = std::chrono::milliseconds(5);
 
 }  // namespace
 
-void Connection::share() { shared_ = std::make_unique<Shared>(); }
+void Connection::share(std::chrono::microseconds spin) {
+  shared_ = std::make_unique<Shared>();
+  shared_->spin = spin;
+}
 
 bool Connection::retiring() const noexcept { return shared_ && shared_->retiring; }
 
@@ -131,7 +134,8 @@ void Connection::fail_due(Handed& handed) {
     if (slot->on_reply) {
       --shared_->detached;
       handed.replies.emplace_back(std::move(slot->on_reply), failed_reply());
-    } else {
+    } else if (slot->reader != std::thread::id()) {
+      // Not a caller that gave up: that one has its reply already, and may be reading it.
       slot->reply = failed_reply();
       if (slot->waiting) handed.woken.push_back(slot);
     }
@@ -263,7 +267,7 @@ Reply Connection::read_shared(Clock::time_point deadline) {
       slot->waiting = true;
       slot->wake.reset();
       lock.unlock();
-      if (slot->wake.wait_until(deadline) == Shared::kReplied) {
+      if (slot->wake.wait_until(deadline, shared_->spin) == Shared::kReplied) {
         // The reader wrote the reply, and took the slot off `due`, before it woke this thread.
         handed.run();
         return std::move(*slot->reply);

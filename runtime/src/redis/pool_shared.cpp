@@ -86,7 +86,7 @@ ConnectionPool::Handle ConnectionPool::take_shared(Clock::time_point deadline, s
     returned_.notify_all();
     return {};
   }
-  conn->share();
+  conn->share(config_.spin);
   members_.push_back(Member{conn, 1});
   lock.unlock();
   returned_.notify_all();
