@@ -60,7 +60,8 @@ std::string servers_hint(const TopologySpec& spec, std::string_view key) {
   return {};
 }
 
-// "zookeeper" or "zookeeper and etcd": the topologies whose own key `key` is.
+// "zookeeper", "zookeeper and etcd" or "single, sentinel and cluster": the topologies whose own
+// key `key` is.
 std::string owners_of(std::string_view key) {
   std::vector<std::string_view> names;
   for (const TopologySpec& spec : kTopologies) {

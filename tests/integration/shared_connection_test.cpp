@@ -291,6 +291,26 @@ TEST_F(SharedConnection, CommandsQueuedWhileAReplyIsOwedGoOutWhenItComes) {
   EXPECT_EQ(counts, (std::set<long long>{1, 2, 3, 4}));
 }
 
+// A shared pool's connections spin as the backend says (spin_us), the default when it says
+// nothing.
+TEST_F(SharedConnection, APoolsConnectionsSpinAsTheBackendSays) {
+  for (const auto spin : {std::chrono::microseconds{0}, std::chrono::microseconds{7}}) {
+    BackendConfig config = single_node_config(*server_).backends.at("default");
+    config.spin = spin;
+    ConnectionPool pool(Endpoint{server_->host(), server_->port()}, config,
+                        ConnectionPool::Sharing::kShared);
+    std::string error;
+    ConnectionPool::Handle conn = pool.take(Clock::now() + 1s, error);
+    ASSERT_TRUE(conn) << error;
+    EXPECT_EQ(conn->spin(), spin);
+  }
+  const auto pool = shared_pool(1);
+  std::string error;
+  ConnectionPool::Handle conn = pool->take(Clock::now() + 1s, error);
+  ASSERT_TRUE(conn) << error;
+  EXPECT_EQ(conn->spin(), kDefaultSpin);
+}
+
 // A command queued by the reading thread itself (a detached reply's handler sends another)
 // while nothing else is owed goes out at once: no reply is coming to carry it.
 TEST_F(SharedConnection, ACommandQueuedWithNothingElseOwedGoesOutAtOnce) {
@@ -299,7 +319,7 @@ TEST_F(SharedConnection, ACommandQueuedWithNothingElseOwedGoesOutAtOnce) {
   const std::unique_ptr<Connection> conn =
       Connection::open(Endpoint{server_->host(), server_->port()}, config, error);
   ASSERT_TRUE(conn) << error;
-  conn->share();
+  conn->share(config.spin);
   std::atomic<long long> second{-1};
   conn->append({"PING"});
   ASSERT_TRUE(conn->flush(Clock::now() + 1s));

@@ -100,6 +100,10 @@ const BadFile kBadFiles[] = {
      "backends:\n  default: {topology: redlock, instances: [a, b, c], spin_us: 20}\n", "2:54",
      "backends.default.spin_us: does not apply to a redlock backend (it is a single, sentinel "
      "and cluster setting)"},
+    {"SpinOnPostgresIsRefused",
+     "backends:\n  default: {topology: postgres, dsn: host=h, spin_us: 20}\n", "2:46",
+     "backends.default.spin_us: does not apply to a postgres backend (it is a single, sentinel "
+     "and cluster setting)"},
     {"NegativeDatabaseIsRefused",
      "backends:\n  default: {topology: single, address: h, database: -1}\n", "2:53",
      "backends.default.database: must be 0 or more, got -1"},

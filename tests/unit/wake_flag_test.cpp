@@ -62,10 +62,11 @@ TEST(WakeFlag, ASetFromAnotherThreadWakesTheSleeperWithWhatWasWrittenBefore) {
   }
 }
 
-// Sets `value` on `flag` from another thread `after` a while, and waits for it (with the
-// default spin) for up to 20 s: what the wait returned, and how long it took.
+// Sets `value` on `flag` from another thread `after` a while, and waits for it (spinning for
+// `spin` first) for up to 20 s: what the wait returned, and how long it took.
 std::pair<std::uint32_t, Clock::duration> set_later(WakeFlag& flag, std::uint32_t value,
-                                                    std::chrono::milliseconds after) {
+                                                    std::chrono::milliseconds after,
+                                                    std::chrono::microseconds spin = kSpin) {
   std::thread setter([&] {
     std::this_thread::sleep_for(after);
     flag.set(value);
@@ -73,7 +74,7 @@ std::pair<std::uint32_t, Clock::duration> set_later(WakeFlag& flag, std::uint32_
   const auto start = Clock::now();
   const auto deadline = start + 20s;
   std::uint32_t got = 0;
-  while (got == 0 && Clock::now() < deadline) got = flag.wait_until(deadline, kSpin);
+  while (got == 0 && Clock::now() < deadline) got = flag.wait_until(deadline, spin);
   const auto took = Clock::now() - start;
   setter.join();
   return {got, took};
@@ -84,6 +85,16 @@ TEST(WakeFlag, ASetAfterTheSpinWakesTheSleeperAtOnce) {
   for (std::uint32_t round = 1; round <= 5; ++round) {
     WakeFlag flag;
     const auto [got, took] = set_later(flag, round, 50ms);
+    ASSERT_EQ(got, round);
+    ASSERT_LT(took, 10s) << "the sleeper was not woken: it slept to its deadline";
+  }
+}
+
+// spin_us: 0 sleeps at once, and a set from another thread still wakes it.
+TEST(WakeFlag, WithoutASpinASetFromAnotherThreadWakesTheSleeper) {
+  for (std::uint32_t round = 1; round <= 5; ++round) {
+    WakeFlag flag;
+    const auto [got, took] = set_later(flag, round, 5ms, std::chrono::microseconds{0});
     ASSERT_EQ(got, round);
     ASSERT_LT(took, 10s) << "the sleeper was not woken: it slept to its deadline";
   }

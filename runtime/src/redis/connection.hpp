@@ -140,10 +140,13 @@ class Connection {
   /// the connection is then retiring(); a connection that breaks fails the commands sent on
   /// it. The non-blocking calls (fd() to next_reply(), abandon()) are for connections that
   /// are not shared.
-  void share(std::chrono::microseconds spin = kDefaultSpin);
+  void share(std::chrono::microseconds spin);
   /// Shared: a command sent on it got no reply in time, so the server may be gone. Commands
   /// already sent keep their own deadlines; new ones are better sent elsewhere.
   [[nodiscard]] bool retiring() const noexcept;
+  /// Shared: how long a caller waiting for a reply that another thread reads spins before
+  /// it sleeps (BackendConfig::spin); 0 when not shared.
+  [[nodiscard]] std::chrono::microseconds spin() const noexcept;
   /// Shared: takes no new callers from now on (the pool was cleared).
   void retire() noexcept;
   /// Shared: drops what the calling thread appended and did not send, and gives up on the

@@ -25,6 +25,10 @@ void Connection::share(std::chrono::microseconds spin) {
   shared_->spin = spin;
 }
 
+std::chrono::microseconds Connection::spin() const noexcept {
+  return shared_ ? shared_->spin : std::chrono::microseconds{0};
+}
+
 bool Connection::retiring() const noexcept { return shared_ && shared_->retiring; }
 
 void Connection::retire() noexcept {

@@ -45,7 +45,7 @@ struct Connection::Shared {
   bool reading = false;                  // a thread reads for everyone
   std::atomic<std::size_t> detached{0};  // slots in `due` with on_reply
   std::atomic<bool> retiring{false};
-  std::chrono::microseconds spin{0};  // callers waiting for their replies spin first
+  std::chrono::microseconds spin{kDefaultSpin};  // callers waiting for replies spin first
 
   /// `thread`'s batch in `staged`, or staged.end().
   std::vector<Staged>::iterator staged_by(std::thread::id thread);
