@@ -83,11 +83,7 @@ if owner then
     if claim > 0 then
       fair_wait(KEYS[4], KEYS[5], ARGV[1], 'X', claim, now_us)
     end
-    if live[1] and live[1][1] == owner then
-      -- Held by the waiter whose turn it is (Redlock's order instance: a grant that keeps its
-      -- place while it seeks a quorum, or the holder in the lease's first moments): not this
-      -- caller's turn, whatever the other instances say. A key whose release never came here
-      -- holds nobody back once its place lapses.
+    if fair_turn_held(live, owner) then
       return {0, 0, tonumber(redis.call('GET', KEYS[2]) or '0')}
     end
   elseif place > 0 then

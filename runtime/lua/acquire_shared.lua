@@ -64,8 +64,7 @@ local function busy(ttl)
   return {0, ttl, last}
 end
 if owner and owner ~= marker then
-  if live[1] and live[1][1] == owner then
-    -- Held by the waiter whose turn it is (acquire.lua): not this caller's turn.
+  if fair_turn_held(live, owner) then
     return busy(0)
   end
   return busy(math.max(redis.call('PTTL', lock), 1))

@@ -103,6 +103,14 @@ local function fair_head(queue, places, now_us)
   return live
 end
 
+-- Whether the lock's holder `owner` keeps the first live place in the fair queue: Redlock's
+-- order instance, where a grant keeps its place while it seeks a quorum. While it does, it is
+-- nobody else's turn, whatever the other instances say; a key whose release never came holds
+-- nobody back once its place lapses.
+local function fair_turn_held(live, owner)
+  return live[1] ~= nil and live[1][1] == owner
+end
+
 -- Whether the places ahead of `owner` let it take the lock as `kind` now, and how many
 -- permits the places ahead take first. Places of compatible kinds (shared after shared,
 -- permits after permits) are served together.
