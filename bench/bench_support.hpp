@@ -89,6 +89,14 @@ class RawConnection {
     if (reply == nullptr) throw std::runtime_error(fmt::format("redis: {}", ctx_->errstr));
     return reply;
   }
+  /// Sends one command given as arguments (redisCommandArgv) and returns its reply, as
+  /// command() does.
+  redisReply* command_argv(std::vector<const char*> argv, const std::vector<std::size_t>& lengths) {
+    auto* reply = static_cast<redisReply*>(
+        redisCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lengths.data()));
+    if (reply == nullptr) throw std::runtime_error(fmt::format("redis: {}", ctx_->errstr));
+    return reply;
+  }
   /// The next reply without sending anything (a pub/sub message); throws on error or timeout.
   redisReply* next_reply() {
     void* reply = nullptr;

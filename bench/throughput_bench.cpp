@@ -4,9 +4,16 @@
 // and release scripts), so the ceiling in cycles per second is redis-benchmark's requests per
 // second / 2.
 //
-//   dlock_bench_throughput [--threads N] [--millis M] [--requests R] [--pool P]
+//   dlock_bench_throughput [--threads N] [--millis M] [--requests R] [--pool P] [--rounds K]
 //
-// Between the two it runs a raw reference: dlock's own scripts from N threads, each blocking
+// The machine's speed drifts over tens of seconds (the ceiling alone, run again and again for
+// a few seconds each, moved between 90,000 and 112,000 requests/s, in spells), so dlock and
+// the ceiling are measured in K rounds (default 2), their order alternating (dlock, ceiling,
+// ceiling, dlock, ...), each phase with M/K milliseconds or R/K requests. Each rate is the mean
+// of its phases' rates, each CPU figure per cycle that of all its phases' cycles; each round's
+// own ratio is printed too.
+//
+// After them it runs a raw reference: dlock's own scripts from N threads, each blocking
 // on a hiredis connection of its own (one awaited round trip per cycle, as a guarded call).
 // It is what a plain client built on hiredis gets at that thread count, not a floor: dlock's
 // threads share pipelined connections, which costs the server less per cycle.
@@ -49,37 +56,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kCeilingScript = "return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])";
 
-// Requests per second of redis-benchmark on the bench server, from its CSV output
-// ("test","rps",...), or a negative number when it could not be run.
-// `client_cpu` gets the CPU seconds redis-benchmark used (with the shell that runs it).
-double redis_benchmark_rps(int connections, long requests, double& client_cpu) {
-  dlock::bench::RawConnection raw;
-  const std::string sha = raw.load_script(kCeilingScript);
-  const std::string command =
-      fmt::format("timeout 120 redis-benchmark -h {} -p {} -c {} -n {} -r 1000000 --csv "
-                  "EVALSHA {} 1 ceiling:__rand_int__ owner 1000 2>&1",
-                  dlock::bench::bench_server().host, dlock::bench::bench_server().port, connections,
-                  requests, sha);
-  const double children_before = dlock::bench::cpu_seconds(RUSAGE_CHILDREN);
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return -1;
-  std::string output;
-  char buffer[512];
-  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
-  const int status = ::pclose(pipe);
-  client_cpu = dlock::bench::cpu_seconds(RUSAGE_CHILDREN) - children_before;
-  // The data line: "EVALSHA ...","<rps>",...
-  const auto quote = output.rfind("\"EVALSHA");
-  if (status != 0 || quote == std::string::npos) {
-    fmt::print(stderr, "redis-benchmark failed (status {}): {}\n", status, output);
-    return -1;
-  }
-  const auto start = output.find(",\"", quote);
-  if (start == std::string::npos) return -1;
-  return std::strtod(output.c_str() + start + 2, nullptr);
-}
-
-
 // CPU seconds the bench server has used (INFO cpu: used_cpu_sys + used_cpu_user).
 double server_cpu_seconds() {
   dlock::bench::RawConnection raw;
@@ -94,12 +70,93 @@ double server_cpu_seconds() {
   return total;
 }
 
-// What one phase of cycles measured.
+// What one phase of cycles measured, or several added up: the rate is the mean of the
+// phases' rates (each phase counts the same, whether its length was set in time or in
+// requests), the CPU per cycle that of all their cycles.
 struct Phase {
-  double cycles_per_s = 0;
-  double client_us = 0;  // this process's CPU per cycle
-  double server_us = 0;  // the server's CPU per cycle
+  Phase() = default;
+  Phase(double cycles, double seconds, double client_cpu, double server_cpu)
+      : cycles(cycles),
+        client_cpu(client_cpu),
+        server_cpu(server_cpu),
+        rates(cycles / seconds),
+        phases(1) {}
+  double cycles = 0;
+  double client_cpu = 0;  // CPU seconds of the client (this process, or redis-benchmark)
+  double server_cpu = 0;  // CPU seconds of the server
+  double rates = 0;       // the sum of the phases' cycles per second
+  int phases = 0;
+  double cycles_per_s() const { return rates / phases; }
+  double client_us() const { return client_cpu * 1e6 / cycles; }  // per cycle
+  double server_us() const { return server_cpu * 1e6 / cycles; }
+  Phase& operator+=(const Phase& other) {
+    cycles += other.cycles;
+    client_cpu += other.client_cpu;
+    server_cpu += other.server_cpu;
+    rates += other.rates;
+    phases += other.phases;
+    return *this;
+  }
 };
+
+// Deletes the keys the ceiling's script left (`ceiling:*`), so that their expiry does not
+// cost the next phase its server time. At most a few hundred SCAN calls: each covers 10,000
+// slots of the key space.
+void remove_ceiling_keys(dlock::bench::RawConnection& raw) {
+  std::string cursor = "0";
+  for (int call = 0; call < 1000; ++call) {
+    redisReply* reply = raw.command("SCAN %s MATCH ceiling:* COUNT 10000", cursor.c_str());
+    const bool scanned = reply->type == REDIS_REPLY_ARRAY && reply->elements == 2;
+    if (scanned) {
+      cursor.assign(reply->element[0]->str, reply->element[0]->len);
+      const redisReply* keys = reply->element[1];
+      std::vector<const char*> argv{"UNLINK"};
+      std::vector<std::size_t> lengths{6};
+      for (std::size_t i = 0; i < keys->elements; ++i) {
+        argv.push_back(keys->element[i]->str);
+        lengths.push_back(keys->element[i]->len);
+      }
+      if (argv.size() > 1) freeReplyObject(raw.command_argv(argv, lengths));
+    }
+    freeReplyObject(reply);
+    if (!scanned || cursor == "0") return;
+  }
+}
+
+// The ceiling: redis-benchmark with `connections` connections running the minimal script
+// `requests` times on the bench server (two requests a cycle), from its CSV output
+// ("test","rps",...); nothing when it could not be run. The client's CPU is redis-benchmark's
+// (with the shell that runs it).
+std::optional<Phase> ceiling_phase(int connections, long requests) {
+  dlock::bench::RawConnection raw;
+  const std::string sha = raw.load_script(kCeilingScript);
+  const std::string command =
+      fmt::format("timeout 120 redis-benchmark -h {} -p {} -c {} -n {} -r 1000000 --csv "
+                  "EVALSHA {} 1 ceiling:__rand_int__ owner 1000 2>&1",
+                  dlock::bench::bench_server().host, dlock::bench::bench_server().port, connections,
+                  requests, sha);
+  const double children_before = dlock::bench::cpu_seconds(RUSAGE_CHILDREN);
+  const double server_before = server_cpu_seconds();
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return std::nullopt;
+  std::string output;
+  char buffer[512];
+  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) output += buffer;
+  const int status = ::pclose(pipe);
+  const double server_cpu = server_cpu_seconds() - server_before;
+  const double client_cpu = dlock::bench::cpu_seconds(RUSAGE_CHILDREN) - children_before;
+  remove_ceiling_keys(raw);
+  // The data line: "EVALSHA ...","<rps>",...
+  const auto quote = output.rfind("\"EVALSHA");
+  const auto start = quote == std::string::npos ? quote : output.find(",\"", quote);
+  const double rps =
+      start == std::string::npos ? 0 : std::strtod(output.c_str() + start + 2, nullptr);
+  if (status != 0 || rps <= 0) {
+    fmt::print(stderr, "redis-benchmark failed (status {}): {}\n", status, output);
+    return std::nullopt;
+  }
+  return Phase(double(requests) / 2, double(requests) / rps, client_cpu, server_cpu);
+}
 
 // Runs `cycle` (which returns false when a cycle failed) on `threads` threads for `length`,
 // each thread with the state `make(t)` gives it; nothing when a cycle failed.
@@ -166,8 +223,7 @@ std::optional<Phase> run_phase(int threads, std::chrono::milliseconds length, Ma
   long total = 0;
   for (long c : counts) total += c;
   if (failed || total == 0) return std::nullopt;
-  return Phase{double(total) / seconds, client_cpu * 1e6 / double(total),
-               server_cpu * 1e6 / double(total)};
+  return Phase(double(total), seconds, client_cpu, server_cpu);
 }
 
 // One thread's raw connection and its cycles of dlock's scripts (the raw reference), on keys
@@ -179,32 +235,63 @@ struct RawCycler {
   dlock::bench::OneWaitCycles cycles;
 };
 
+// One phase of dlock: `threads` threads, each locking a key of its own and releasing it (the
+// lease's destructor), for `length`, through a client with a pool of `pool` connections. The
+// client's last releases are flushed when it goes, before the next phase.
+std::optional<Phase> dlock_phase(int threads, std::chrono::milliseconds length, int pool) {
+  dlock::Client client(dlock::bench::single_node_config("bench-throughput", pool));
+  dlock::LockSettings settings;
+  settings.lease = 30s;
+  settings.wait = 0ms;
+  auto phase = run_phase(
+      threads, length,
+      [](int t) { return std::make_unique<std::string>(fmt::format("throughput:{}", t)); },
+      [&](const std::string& key) { return static_cast<bool>(client.acquire(key, settings)); });
+  if (!phase) fmt::print(stderr, "a cycle was not acquired, or a thread failed\n");
+  return phase;
+}
+
+// dlock and the ceiling in `rounds` rounds, dlock first in odd rounds and the ceiling first in
+// even ones, each phase with its share of `millis` or `requests`: the totals of each, or
+// nothing when a phase failed.
+std::optional<std::pair<Phase, Phase>> alternate(int threads, std::chrono::milliseconds millis,
+                                                 long requests, int pool, int rounds) {
+  Phase dlock, ceiling;
+  for (int round = 0; round < rounds; ++round) {
+    std::optional<Phase> mine, theirs;
+    const auto measure_dlock = [&] { return mine = dlock_phase(threads, millis / rounds, pool); };
+    const auto measure_ceiling = [&] {
+      return theirs = ceiling_phase(threads, std::max(2L, requests / rounds));
+    };
+    const bool measured = round % 2 == 0 ? measure_dlock() && measure_ceiling()
+                                         : measure_ceiling() && measure_dlock();
+    if (!measured) return std::nullopt;
+    fmt::print("round {}: dlock {:.0f} cycles/s, ceiling {:.0f} cycles/s, ratio {:.3f}\n",
+               round + 1, mine->cycles_per_s(), theirs->cycles_per_s(),
+               mine->cycles_per_s() / theirs->cycles_per_s());
+    dlock += *mine;
+    ceiling += *theirs;
+  }
+  return std::pair{dlock, ceiling};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
-  dlock::bench::check_options(argc, argv, {"--threads", "--millis", "--requests", "--pool"});
+  dlock::bench::check_options(argc, argv,
+                              {"--threads", "--millis", "--requests", "--pool", "--rounds"});
   const int threads = static_cast<int>(dlock::bench::option(argc, argv, "--threads", 8));
   const auto millis = std::chrono::milliseconds(dlock::bench::option(argc, argv, "--millis", 3000));
   const long requests = dlock::bench::option(argc, argv, "--requests", 200000);
   const int pool =
       static_cast<int>(dlock::bench::option(argc, argv, "--pool", dlock::kSharedPoolSize));
+  const int rounds =
+      static_cast<int>(std::max(1L, dlock::bench::option(argc, argv, "--rounds", 2)));
 
-  std::optional<Phase> dlock_phase;
-  {
-    dlock::Client client(dlock::bench::single_node_config("bench-throughput", pool));
-    dlock::LockSettings settings;
-    settings.lease = 30s;
-    settings.wait = 0ms;
-    // Each thread locks a key of its own; the lease's destructor releases it.
-    dlock_phase = run_phase(
-        threads, millis,
-        [](int t) { return std::make_unique<std::string>(fmt::format("throughput:{}", t)); },
-        [&](const std::string& key) { return static_cast<bool>(client.acquire(key, settings)); });
-  }  // the client's last releases are flushed before the next phase
-  if (!dlock_phase) {
-    fmt::print(stderr, "a cycle was not acquired, or a thread failed\n");
-    return 1;
-  }
+  const auto measured = alternate(threads, millis, requests, pool, rounds);
+  if (!measured) return 1;
+  const Phase& mine = measured->first;
+  const Phase& theirs = measured->second;
   // The raw reference: the same scripts from the same number of threads, each blocking on a
   // hiredis connection of its own (what a plain client built on hiredis does).
   const auto raw_phase = run_phase(
@@ -215,18 +302,12 @@ int main(int argc, char** argv) try {
         return error.empty();
       });
   if (!raw_phase) fmt::print(stderr, "the raw reference failed; its figures are left out\n");
-  const double ceiling_server_before = server_cpu_seconds();
-  double ceiling_client_cpu = 0;
-  const double rps = redis_benchmark_rps(threads, requests, ceiling_client_cpu);
-  if (rps <= 0) return 1;
-  const double ceiling_cycles = double(requests) / 2;
-  const double ceiling_server_us =
-      (server_cpu_seconds() - ceiling_server_before) * 1e6 / ceiling_cycles;
-  const double ceiling_client_us = ceiling_client_cpu * 1e6 / ceiling_cycles;
-  const double ceiling = rps / 2;
-  const double cycles_per_s = dlock_phase->cycles_per_s;
-  const double client_us = dlock_phase->client_us;
-  const double server_us = dlock_phase->server_us;
+  const double ceiling = theirs.cycles_per_s();
+  const double ceiling_server_us = theirs.server_us();
+  const double ceiling_client_us = theirs.client_us();
+  const double cycles_per_s = mine.cycles_per_s();
+  const double client_us = mine.client_us();
+  const double server_us = mine.server_us();
   fmt::print("dlock: {} threads, {} connections: {:.0f} cycles/s\n", threads, pool, cycles_per_s);
   // What the machine's cores allow at this CPU cost per cycle, client and server together.
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -241,12 +322,12 @@ int main(int argc, char** argv) try {
     fmt::print(
         "raw reference: dlock's scripts from {} threads, each blocking on a hiredis connection "
         "of its own: {:.0f} cycles/s; CPU per cycle: client {:.1f} us, server {:.1f} us\n",
-        threads, raw_phase->cycles_per_s, raw_phase->client_us, raw_phase->server_us);
+        threads, raw_phase->cycles_per_s(), raw_phase->client_us(), raw_phase->server_us());
   }
   fmt::print(
       "ceiling: redis-benchmark -c {} EVALSHA (SET NX PX script): {:.0f} requests/s = {:.0f} "
       "cycles/s; CPU per cycle: redis-benchmark {:.1f} us, server {:.1f} us\n",
-      threads, rps, ceiling, ceiling_client_us, ceiling_server_us);
+      threads, ceiling * 2, ceiling, ceiling_client_us, ceiling_server_us);
   // A client as cheap as redis-benchmark, running dlock's scripts on this server: what the
   // machine's cores would allow it.
   const double lean_bound = cores * 1e6 / (ceiling_client_us + server_us);
@@ -256,11 +337,12 @@ int main(int argc, char** argv) try {
   std::string raw_fields;
   if (raw_phase) {
     fmt::print("raw reference / ceiling {:.3f}, dlock / raw reference {:.3f}\n",
-               raw_phase->cycles_per_s / ceiling, cycles_per_s / raw_phase->cycles_per_s);
+               raw_phase->cycles_per_s() / ceiling, cycles_per_s / raw_phase->cycles_per_s());
     raw_fields = fmt::format(
-        " raw_cycles_per_s={:.0f} raw_ratio={:.3f} raw_client_cpu_us={:.1f} raw_server_cpu_us={:.1f}",
-        raw_phase->cycles_per_s, raw_phase->cycles_per_s / ceiling, raw_phase->client_us,
-        raw_phase->server_us);
+        " raw_cycles_per_s={:.0f} raw_ratio={:.3f} raw_client_cpu_us={:.1f} "
+        "raw_server_cpu_us={:.1f}",
+        raw_phase->cycles_per_s(), raw_phase->cycles_per_s() / ceiling, raw_phase->client_us(),
+        raw_phase->server_us());
   }
   fmt::print(
       "RESULT throughput threads={} cycles_per_s={:.0f} ceiling_cycles_per_s={:.0f} ratio={:.3f} "

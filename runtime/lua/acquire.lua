@@ -43,8 +43,8 @@ local place = tonumber(ARGV[9]) or 0
 -- of ours left from an earlier try (only the grant below reads the last two).
 local head = redis.call('HMGET', KEYS[1], 'owner', 'wpending', 'w:' .. ARGV[1])
 local owner = head[1]
-if is_marker(owner) and prune_holders(KEYS[1], KEYS[3], now_us) == 0 then
-  clear_holders(KEYS[1], KEYS[3])
+if is_marker(owner) and holding.prune_holders(KEYS[1], KEYS[3], now_us) == 0 then
+  holding.clear_holders(KEYS[1], KEYS[3])
   owner = nil
 end
 if owner == '*permits' then
@@ -75,15 +75,15 @@ local claim = tonumber(ARGV[10]) or 0
 local live = {}
 local fair = ARGV[11] == '1' or ARGV[11] == 'K'
 if fair or (ARGV[11] ~= 'R' and redis.call('EXISTS', KEYS[4]) == 1) then
-  live = fair_head(KEYS[4], KEYS[5], now_us)
+  live = holding.fair_head(KEYS[4], KEYS[5], now_us)
 end
 local ordered = fair or #live > 0
 if owner then
   if ordered then
     if claim > 0 then
-      fair_wait(KEYS[4], KEYS[5], ARGV[1], 'X', claim, now_us)
+      holding.fair_wait(KEYS[4], KEYS[5], ARGV[1], 'X', claim, now_us)
     end
-    if fair_turn_held(live, owner) then
+    if holding.fair_turn_held(live, owner) then
       return {0, 0, tonumber(redis.call('GET', KEYS[2]) or '0')}
     end
   elseif place > 0 then
@@ -102,7 +102,7 @@ if owner then
     local until_us = now_us + claim * 1000
     if until_us > tonumber(redis.call('HGET', KEYS[1], 'wpending') or '0') then
       redis.call('HSET', KEYS[1], 'wpending', us_text(until_us))
-      expire_with_holders(KEYS[1], KEYS[3], now_us)
+      holding.expire_with_holders(KEYS[1], KEYS[3], now_us)
     end
   end
   -- Under a millisecond left reads as 0, which the caller would take for "unknown" and
@@ -115,26 +115,21 @@ if owner then
 end
 
 if ordered then
-  if not fair_turn(KEYS[4], live, ARGV[1], 'X') then
+  if not holding.fair_turn(KEYS[4], live, ARGV[1], 'X') then
     -- Free, but a waiter that came first has the next turn.
     if claim > 0 then
-      fair_wait(KEYS[4], KEYS[5], ARGV[1], 'X', claim, now_us)
+      holding.fair_wait(KEYS[4], KEYS[5], ARGV[1], 'X', claim, now_us)
     end
     return {0, 0, tonumber(redis.call('GET', KEYS[2]) or '0')}
   end
   if ARGV[11] ~= 'K' then
-    fair_leave(KEYS[4], KEYS[5], ARGV[1])
+    holding.fair_leave(KEYS[4], KEYS[5], ARGV[1])
   elseif claim > 0 then
-    fair_wait(KEYS[4], KEYS[5], ARGV[1], 'X', claim, now_us)
+    holding.fair_wait(KEYS[4], KEYS[5], ARGV[1], 'X', claim, now_us)
   end
 end
 
--- Tokens only grow: past the last one, and never below the server clock in microseconds,
--- so they keep growing after the counter expires or the server restarts empty.
-local last = tonumber(redis.call('GET', KEYS[2]) or '0')
-local token = math.max(last + 1, now_us)
-local token_text = string.format('%.0f', token)
-redis.call('SET', KEYS[2], token_text, 'PX', ARGV[8])
+local token, token_text = next_token(KEYS[2], now_us, ARGV[8])
 redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', token_text, 'host', ARGV[4],
            'pid', ARGV[5], 'thread', ARGV[6], 'name', ARGV[7],
            'acquired_at_ms', string.format('%.0f', math.floor(now_us / 1000)),

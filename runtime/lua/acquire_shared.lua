@@ -21,8 +21,8 @@ local late = not_after > 0 and now_us > not_after
 local marker = ARGV[10] == 'S' and '*shared' or '*permits'
 
 local owner = redis.call('HGET', lock, 'owner')
-if is_marker(owner) and prune_holders(lock, holders, now_us) == 0 then
-  clear_holders(lock, holders)
+if is_marker(owner) and holding.prune_holders(lock, holders, now_us) == 0 then
+  holding.clear_holders(lock, holders)
   owner = nil
 end
 if owner == marker then
@@ -31,7 +31,7 @@ if owner == marker then
     -- A retry of a request that was applied but whose reply was lost.
     if late then
       -- Only this hold goes; a writer's place and claim stay (the hash keeps its time).
-      end_hold(lock, holders, ARGV[1], 0, now_us)
+      holding.end_hold(lock, holders, ARGV[1], 0, now_us)
       return {-1, 0}
     end
     local score = tonumber(redis.call('ZSCORE', holders, ARGV[1]))
@@ -53,18 +53,18 @@ end
 local live = {}
 local fair = ARGV[12] == '1' or ARGV[12] == 'K'
 if fair or (ARGV[12] ~= 'R' and redis.call('EXISTS', KEYS[4]) == 1) then
-  live = fair_head(KEYS[4], KEYS[5], now_us)
+  live = holding.fair_head(KEYS[4], KEYS[5], now_us)
 end
 local ordered = fair or #live > 0
 local function busy(ttl)
   local place_ms = tonumber(ARGV[13]) or 0
   if ordered and place_ms > 0 then
-    fair_wait(KEYS[4], KEYS[5], ARGV[1], ARGV[10], place_ms, now_us)
+    holding.fair_wait(KEYS[4], KEYS[5], ARGV[1], ARGV[10], place_ms, now_us)
   end
   return {0, ttl, last}
 end
 if owner and owner ~= marker then
-  if fair_turn_held(live, owner) then
+  if holding.fair_turn_held(live, owner) then
     return busy(0)
   end
   return busy(math.max(redis.call('PTTL', lock), 1))
@@ -72,7 +72,7 @@ end
 local ahead = 0
 if ordered then
   local turn
-  turn, ahead = fair_turn(KEYS[4], live, ARGV[1], ARGV[10])
+  turn, ahead = holding.fair_turn(KEYS[4], live, ARGV[1], ARGV[10])
   if not turn then
     return busy(0)
   end
@@ -84,10 +84,10 @@ if ARGV[10] == 'S' and not ordered then
     return busy(math.max(1, math.ceil((claim - now_us) / 1000)))
   end
 elseif ARGV[10] == 'P' and redis.call('ZCARD', holders) + ahead >= tonumber(ARGV[11]) then
-  return busy(owner and first_hold_left(holders, now_us) or 0)
+  return busy(owner and holding.first_hold_left(holders, now_us) or 0)
 end
 if ordered then
-  fair_leave(KEYS[4], KEYS[5], ARGV[1])
+  holding.fair_leave(KEYS[4], KEYS[5], ARGV[1])
 end
 
 if not owner then
@@ -103,5 +103,5 @@ if ARGV[10] == 'P' then
   redis.call('HSET', lock, 'permits', ARGV[11])
 end
 redis.call('ZADD', holders, us_text(now_us + tonumber(ARGV[2]) * 1000), ARGV[1])
-expire_with_holders(lock, holders, now_us)
+holding.expire_with_holders(lock, holders, now_us)
 return {1, token, tonumber(ARGV[2])}

@@ -21,15 +21,15 @@ for i = 1, m do
   local lock, fence, holders = KEYS[5 * i - 4], KEYS[5 * i - 3], KEYS[5 * i - 2]
   heads[i] = redis.call('HMGET', lock, 'owner', 'wpending', 'w:' .. ARGV[1])
   local owner = heads[i][1]
-  if is_marker(owner) and prune_holders(lock, holders, now_us) == 0 then
-    clear_holders(lock, holders)
+  if is_marker(owner) and holding.prune_holders(lock, holders, now_us) == 0 then
+    holding.clear_holders(lock, holders)
     owner = nil
   end
   if owner == '*permits' then
     return {-2, i}
   end
   local queued = redis.call('EXISTS', KEYS[5 * i - 1]) == 1 and
-                 #fair_head(KEYS[5 * i - 1], KEYS[5 * i], now_us) > 0
+                 #holding.fair_head(KEYS[5 * i - 1], KEYS[5 * i], now_us) > 0
   if (owner and owner ~= ARGV[1]) or queued then
     if late then
       return {-1, 0}
@@ -56,9 +56,7 @@ for i = 1, m do
     out[i + 2] = tonumber(redis.call('HGET', lock, 'token'))
     out[2] = math.min(out[2], math.max(redis.call('PTTL', lock), 1))
   else
-    local last = tonumber(redis.call('GET', fence) or '0')
-    local token_text = us_text(math.max(last + 1, now_us))
-    redis.call('SET', fence, token_text, 'PX', ARGV[8])
+    local _, token_text = next_token(fence, now_us, ARGV[8])
     redis.call('HSET', lock, 'owner', ARGV[1], 'token', token_text, 'host', ARGV[4],
                'pid', ARGV[5], 'thread', ARGV[6], 'name', ARGV[7],
                'acquired_at_ms', us_text(math.floor(now_us / 1000)), 'lease_ms', ARGV[2])

@@ -19,21 +19,21 @@ local function release_lock(lock, fence, holders, queue, places, owner_id, keep_
   local fair_queue = redis.call('EXISTS', queue) == 1
   local left = false
   if fair_queue and not string.find(flags, 'k', 1, true) then
-    left = fair_leave(queue, places, owner_id)
+    left = holding.fair_leave(queue, places, owner_id)
   end
   local state = redis.call('HMGET', lock, 'owner', 'qhead', 'qtail', 'permits', 'wpending')
   local owner = state[1]
   if not owner then
     -- A waiter that gave up its place while the lock was free: the next one may take it now.
     if left then
-      fair_announce(queue, places, channel, 1000000, server_now_us())
+      holding.fair_announce(queue, places, channel, 1000000, server_now_us())
     end
     return 0
   end
   local now_us
   if is_marker(owner) then
     now_us = server_now_us()
-    local ended = end_hold(lock, holders, owner_id, tonumber(keep_for_ms), now_us)
+    local ended = holding.end_hold(lock, holders, owner_id, tonumber(keep_for_ms), now_us)
     if ended == 0 then
       local n = redis.call('HGET', lock, 'w:' .. owner_id)
       if n then
@@ -46,7 +46,7 @@ local function release_lock(lock, fence, holders, queue, places, owner_id, keep_
           room = tonumber(state[4] or '1') - redis.call('ZCARD', holders)
         end
         if room > 0 then
-          fair_announce(queue, places, channel, room, now_us)
+          holding.fair_announce(queue, places, channel, room, now_us)
         end
       end
     end
@@ -54,7 +54,7 @@ local function release_lock(lock, fence, holders, queue, places, owner_id, keep_
       -- A permit that came free goes to the next in the fair queue, else to whoever asks first.
       if ended == 1 and owner == '*permits' then
         local room = tonumber(state[4] or '1') - redis.call('ZCARD', holders)
-        if not fair_announce(queue, places, channel, room, now_us) and not quiet then
+        if not holding.fair_announce(queue, places, channel, room, now_us) and not quiet then
           redis.pcall('PUBLISH', channel, 'released')
         end
       end
@@ -83,7 +83,7 @@ local function release_lock(lock, fence, holders, queue, places, owner_id, keep_
   local fair = false
   if fair_queue then
     now_us = now_us or server_now_us()
-    if #fair_head(queue, places, now_us) > 0 then
+    if #holding.fair_head(queue, places, now_us) > 0 then
       -- The fair queue decides who is next: no hand-off past it.
       fair = true
       head = tail + 1
@@ -107,9 +107,7 @@ local function release_lock(lock, fence, holders, queue, places, owner_id, keep_
         now_us = server_now_us()
       end
       if waiter and waiter ~= owner_id and tonumber(expires) > now_us and tonumber(lease) > 0 then
-        local last = tonumber(redis.call('GET', fence) or '0')
-        local token_text = string.format('%.0f', math.max(last + 1, now_us))
-        redis.call('SET', fence, token_text, 'PX', fence_life)
+        local _, token_text = next_token(fence, now_us, fence_life)
         redis.call('HSET', lock, 'owner', waiter, 'token', token_text, 'host', host, 'pid', pid,
                    'thread', thread, 'name', name,
                    'acquired_at_ms', string.format('%.0f', math.floor(now_us / 1000)),
@@ -141,7 +139,7 @@ local function release_lock(lock, fence, holders, queue, places, owner_id, keep_
   end
   -- The release has happened; a notification refused (say, an ACL user without channel
   -- permissions) only costs waiters a poll, so it must not turn the release into an error.
-  if not (fair and fair_announce(queue, places, channel, 1000000, now_us)) and not quiet then
+  if not (fair and holding.fair_announce(queue, places, channel, 1000000, now_us)) and not quiet then
     redis.pcall('PUBLISH', channel, 'released')
   end
   return 1

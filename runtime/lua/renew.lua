@@ -26,7 +26,7 @@ if is_marker(owner) then
     return 2
   end
   redis.call('ZADD', KEYS[3], 'XX', us_text(now_us + tonumber(ARGV[2]) * 1000), ARGV[1])
-  expire_with_holders(KEYS[1], KEYS[3], now_us)
+  holding.expire_with_holders(KEYS[1], KEYS[3], now_us)
   return 1
 end
 if owner ~= ARGV[1] then
