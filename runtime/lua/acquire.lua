@@ -32,7 +32,7 @@
 -- another waiter's turn, the lock free or held by that waiter),
 -- {-1, 0} arrived too late (nothing held, or a queue to hand on: see below), {-2, 0} the key
 -- is a semaphore.
-local now_us = server_now_us()
+local now_us, now_text, now_ms_text = server_now()
 local not_after = tonumber(ARGV[3])
 local late = not_after > 0 and now_us > not_after
 local place = tonumber(ARGV[9]) or 0
@@ -129,11 +129,10 @@ if ordered then
   end
 end
 
-local token, token_text = next_token(KEYS[2], now_us, ARGV[8])
+local token, token_text = next_token(KEYS[2], now_us, ARGV[8], now_text)
 redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', token_text, 'host', ARGV[4],
            'pid', ARGV[5], 'thread', ARGV[6], 'name', ARGV[7],
-           'acquired_at_ms', string.format('%.0f', math.floor(now_us / 1000)),
-           'lease_ms', ARGV[2])
+           'acquired_at_ms', now_ms_text, 'lease_ms', ARGV[2])
 if head[2] then
   redis.call('HDEL', KEYS[1], 'wpending')
 end

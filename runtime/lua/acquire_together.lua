@@ -12,7 +12,7 @@
 -- Returns {1, ttl, token_1, ..., token_m} granted (ttl: the least time left of the keys),
 -- {0, i, ttl, last token of i} lock i busy, {-1, 0} too late (nothing held), {-2, i} lock i
 -- held as a semaphore (nothing held).
-local now_us = server_now_us()
+local now_us, now_text, now_ms_text = server_now()
 local not_after = tonumber(ARGV[3])
 local late = not_after > 0 and now_us > not_after
 local m = #KEYS / 5
@@ -56,10 +56,10 @@ for i = 1, m do
     out[i + 2] = tonumber(redis.call('HGET', lock, 'token'))
     out[2] = math.min(out[2], math.max(redis.call('PTTL', lock), 1))
   else
-    local _, token_text = next_token(fence, now_us, ARGV[8])
+    local _, token_text = next_token(fence, now_us, ARGV[8], now_text)
     redis.call('HSET', lock, 'owner', ARGV[1], 'token', token_text, 'host', ARGV[4],
                'pid', ARGV[5], 'thread', ARGV[6], 'name', ARGV[7],
-               'acquired_at_ms', us_text(math.floor(now_us / 1000)), 'lease_ms', ARGV[2])
+               'acquired_at_ms', now_ms_text, 'lease_ms', ARGV[2])
     if heads[i][2] then
       redis.call('HDEL', lock, 'wpending')
     end

@@ -12,6 +12,15 @@ local function server_now_us()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
+-- The same, and also as text, in microseconds and in milliseconds, made of TIME's own digits:
+-- a grant writes both, and formatting a 16-digit number costs the server more than the rest
+-- of this function.
+local function server_now()
+  local t = redis.call('TIME')
+  local micros = string.rep('0', 6 - #t[2]) .. t[2]
+  return tonumber(t[1]) * 1000000 + tonumber(t[2]), t[1] .. micros, t[1] .. string.sub(micros, 1, 3)
+end
+
 local function us_text(us)
   return string.format('%.0f', us)
 end
@@ -21,18 +30,23 @@ local function is_marker(owner)
 end
 
 -- Issues the next fencing token of a lock whose counter is `fence` (kept `life_ms`) and
--- returns it, as a number and as text. Tokens only grow: past the last one, and never below
--- the server clock in microseconds, so they keep growing after the counter expires or the
--- server restarts empty. The clock is almost always ahead of the last token, which takes one
--- SET ... GET (Redis 6.2); the counter is written again only when it is not.
-local function next_token(fence, now_us, life_ms)
-  local token = now_us
-  local last = tonumber(redis.call('SET', fence, us_text(token), 'PX', life_ms, 'GET') or '0')
-  if last >= token then
-    token = last + 1
-    redis.call('SET', fence, us_text(token), 'PX', life_ms)
+-- returns it, as a number and as text (`now_text`: now_us as text, when the caller has it).
+-- Tokens only grow: past the last one, and never below the server clock in microseconds, so
+-- they keep growing after the counter expires or the server restarts empty. The clock is
+-- almost always ahead of the last token: one SET ... GET (Redis 6.2), and the two compared as
+-- text (digit strings: the shorter one, or at the same length the one that sorts first, is
+-- the smaller); only otherwise is the counter read as a number and written again.
+local function next_token(fence, now_us, life_ms, now_text)
+  now_text = now_text or us_text(now_us)
+  local last = redis.call('SET', fence, now_text, 'PX', life_ms, 'GET')
+  if not last or (string.find(last, '^%d+$') and
+                  (#last < #now_text or (#last == #now_text and last < now_text))) then
+    return now_us, now_text
   end
-  return token, us_text(token)
+  local token = math.max((tonumber(last) or 0) + 1, now_us)
+  local token_text = us_text(token)
+  redis.call('SET', fence, token_text, 'PX', life_ms)
+  return token, token_text
 end
 
 -- The functions for shared holds, permits and fair order, called as `holding.<name>(...)`. A

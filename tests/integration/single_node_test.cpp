@@ -684,6 +684,38 @@ TEST_F(SingleNode, ARenewalRaisesTheTokenCounterOfAServerThatLostItToTheLeasesTo
   EXPECT_GE(std::stoull(*counter), lease.token());
 }
 
+// A grant's token is past the lock's counter and never below the server clock in us. The
+// script compares the two as text, without reading the counter as a number: a counter ahead of
+// the clock, a shorter one and garbage (taken for none) each take their path.
+TEST_F(SingleNode, AGrantsTokenIsPastTheCounterAndNotBelowTheServerClock) {
+  Client client(single_node_config(server));
+  const internal::LockKeys keys = internal::lock_keys(unique_service(), "counted");
+  RedisAdmin admin(server);
+  const auto clock_us = [] {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                          std::chrono::system_clock::now().time_since_epoch())
+                                          .count());
+  };
+  const std::uint64_t hour_ahead = clock_us() + 3600ull * 1000000;
+  const std::uint64_t far_ahead = 9007199254740000ull;  // year 2255, still exact as a double
+  for (const std::uint64_t counter : {hour_ahead, far_ahead}) {
+    admin.command({"SET", keys.fence, std::to_string(counter)});
+    Lease lease = client.acquire("counted", settings(5s));
+    ASSERT_TRUE(lease) << lease.error();
+    EXPECT_EQ(lease.token(), counter + 1);
+    EXPECT_EQ(admin.string({"GET", keys.fence}), std::to_string(counter + 1));
+  }
+  for (const std::string counter : {"42", "not a number", ""}) {
+    admin.command({"SET", keys.fence, counter});
+    const std::uint64_t before = clock_us();
+    Lease lease = client.acquire("counted", settings(5s));
+    ASSERT_TRUE(lease) << "counter '" << counter << "': " << lease.error();
+    EXPECT_GE(lease.token() + 5000000, before) << "counter '" << counter << "'";  // 5 s of skew
+    EXPECT_LE(lease.token(), clock_us() + 5000000) << "counter '" << counter << "'";
+    EXPECT_EQ(admin.string({"GET", keys.fence}), std::to_string(lease.token()));
+  }
+}
+
 TEST_F(SingleNode, ClientPauseTimesOutAndTheLateReplyLeavesNoLockBehind) {
   Config config = single_node_config(server);
   config.backends["default"].command_timeout = 200ms;
