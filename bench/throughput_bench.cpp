@@ -9,11 +9,14 @@
 // The machine's speed drifts over tens of seconds (the ceiling alone, run again and again for
 // a few seconds each, moved between 90,000 and 112,000 requests/s, in spells), so dlock and
 // the ceiling are measured in K rounds (default 2), their order alternating (dlock, ceiling,
-// ceiling, dlock, ...), each phase with M/K milliseconds or R/K requests. Each rate is the mean
-// of its phases' rates, each CPU figure per cycle that of all its phases' cycles; each round's
-// own ratio is printed too.
+// ceiling, dlock, ...: with K even, a steady drift weighs on both alike), each phase with M/K
+// milliseconds or R/K requests. Each rate is the mean of its phases' rates, each CPU figure
+// per cycle that of all its phases' cycles; each round's own ratio is printed too. The
+// ceiling's keys are deleted after each of its phases (untimed): they expire a second after
+// they are set, and their expiry would cost whatever phase came next.
 //
-// After them it runs a raw reference: dlock's own scripts from N threads, each blocking
+// After them it runs a raw reference, once (its ratio is to the ceiling's mean, not to a
+// ceiling measured beside it): dlock's own scripts from N threads, each blocking
 // on a hiredis connection of its own (one awaited round trip per cycle, as a guarded call).
 // It is what a plain client built on hiredis gets at that thread count, not a floor: dlock's
 // threads share pipelined connections, which costs the server less per cycle.
@@ -119,8 +122,12 @@ void remove_ceiling_keys(dlock::bench::RawConnection& raw) {
       if (argv.size() > 1) freeReplyObject(raw.command_argv(argv, lengths));
     }
     freeReplyObject(reply);
-    if (!scanned || cursor == "0") return;
+    if (!scanned || cursor == "0") {
+      if (!scanned) fmt::print(stderr, "SCAN failed: the ceiling's keys may be left to expire\n");
+      return;
+    }
   }
+  fmt::print(stderr, "SCAN did not finish: the ceiling's keys may be left to expire\n");
 }
 
 // The ceiling: redis-benchmark with `connections` connections running the minimal script
@@ -287,6 +294,10 @@ int main(int argc, char** argv) try {
       static_cast<int>(dlock::bench::option(argc, argv, "--pool", dlock::kSharedPoolSize));
   const int rounds =
       static_cast<int>(std::max(1L, dlock::bench::option(argc, argv, "--rounds", 2)));
+  if (millis / rounds < 100ms || requests / rounds < 1000) {
+    fmt::print(stderr, "each of the {} rounds needs at least 100 ms and 1000 requests\n", rounds);
+    return 2;
+  }
 
   const auto measured = alternate(threads, millis, requests, pool, rounds);
   if (!measured) return 1;

@@ -84,7 +84,7 @@ if owner then
       holding.fair_wait(KEYS[4], KEYS[5], ARGV[1], 'X', claim, now_us)
     end
     if holding.fair_turn_held(live, owner) then
-      return {0, 0, tonumber(redis.call('GET', KEYS[2]) or '0')}
+      return {0, 0, tonumber(redis.call('GET', KEYS[2])) or 0}
     end
   elseif place > 0 then
     local record = string.format('%.0f', now_us + place * 1000) .. ' ' .. ARGV[2] .. ' ' ..
@@ -111,7 +111,7 @@ if owner then
   if ttl == 0 then
     ttl = 1
   end
-  return {0, ttl, tonumber(redis.call('GET', KEYS[2]) or '0')}
+  return {0, ttl, tonumber(redis.call('GET', KEYS[2])) or 0}
 end
 
 if ordered then
@@ -120,7 +120,7 @@ if ordered then
     if claim > 0 then
       holding.fair_wait(KEYS[4], KEYS[5], ARGV[1], 'X', claim, now_us)
     end
-    return {0, 0, tonumber(redis.call('GET', KEYS[2]) or '0')}
+    return {0, 0, tonumber(redis.call('GET', KEYS[2])) or 0}
   end
   if ARGV[11] ~= 'K' then
     holding.fair_leave(KEYS[4], KEYS[5], ARGV[1])

@@ -42,7 +42,7 @@ end
 if late then
   return {-1, 0}
 end
-local last = tonumber(redis.call('GET', KEYS[2]) or '0')
+local last = tonumber(redis.call('GET', KEYS[2])) or 0
 if owner and owner ~= marker and (is_marker(owner) or ARGV[10] == 'P') then
   return {-2, 0}
 end

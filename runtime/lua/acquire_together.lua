@@ -35,7 +35,7 @@ for i = 1, m do
       return {-1, 0}
     end
     local ttl = owner and redis.call('PTTL', lock) or 0
-    return {0, i, math.max(ttl, owner and 1 or 0), tonumber(redis.call('GET', fence) or '0')}
+    return {0, i, math.max(ttl, owner and 1 or 0), tonumber(redis.call('GET', fence)) or 0}
   end
   owners[i] = owner
 end

@@ -1,11 +1,13 @@
--- Shared holds and permits, put before the scripts that meet them (acquire, acquire_shared,
--- renew, release). A lock held shared has owner '*shared' in its hash, a semaphore owner
--- '*permits' (and 'permits' = N: a request for another N is refused while anyone holds it);
--- neither is ever an owner id. Each
--- holder has a field 'h:<owner>' = "<token> <lease ms> <acquired ms> <host> <pid> <thread>
--- <name>" and, in the holders set, the server time in us at which its hold ends as its score;
--- 'r:<owner>' marks a hold released and kept until its min_hold ends. The hash and the set
--- expire with the last hold.
+-- Put before the lock scripts (acquire, acquire_shared, acquire_together, renew and the
+-- release scripts): the server's clock, the fencing token, and the functions for shared
+-- holds, permits and fair order.
+--
+-- A lock held shared has owner '*shared' in its hash, a semaphore owner '*permits' (and
+-- 'permits' = N: a request for another N is refused while anyone holds it); neither is ever
+-- an owner id. Each holder has a field 'h:<owner>' = "<token> <lease ms> <acquired ms> <host>
+-- <pid> <thread> <name>" and, in the holders set, the server time in us at which its hold
+-- ends as its score; 'r:<owner>' marks a hold released and kept until its min_hold ends. The
+-- hash and the set expire with the last hold.
 
 local function server_now_us()
   local t = redis.call('TIME')
@@ -35,7 +37,8 @@ end
 -- they keep growing after the counter expires or the server restarts empty. The clock is
 -- almost always ahead of the last token: one SET ... GET (Redis 6.2), and the two compared as
 -- text (digit strings: the shorter one, or at the same length the one that sorts first, is
--- the smaller); only otherwise is the counter read as a number and written again.
+-- the smaller; Lua sorts by the server's collation, in which digits keep their order); only
+-- otherwise is the counter read as a number and written again.
 local function next_token(fence, now_us, life_ms, now_text)
   now_text = now_text or us_text(now_us)
   local last = redis.call('SET', fence, now_text, 'PX', life_ms, 'GET')
@@ -50,7 +53,7 @@ local function next_token(fence, now_us, life_ms, now_text)
 end
 
 -- The functions for shared holds, permits and fair order, called as `holding.<name>(...)`. A
--- script runs its whole text on every call, and building these dozen functions each time cost
+-- script runs its whole text on every call, and building these eleven functions each time cost
 -- 0.7 us of server time per call (redis-server 7.0, commandstats); they are built only when
 -- a call first needs one, so the common call (an exclusive lock, no fair queue) builds none.
 local holding = setmetatable({}, {__index = function(built, wanted)

@@ -13,7 +13,7 @@ local function release_lock(lock, fence, holders, queue, places, owner_id, keep_
   flags = flags or ''
   local quiet = string.find(flags, 'q', 1, true) ~= nil
   local floor = tonumber(floor_text)
-  if floor > 0 and tonumber(redis.call('GET', fence) or '0') < floor then
+  if floor > 0 and (tonumber(redis.call('GET', fence)) or 0) < floor then
     redis.call('SET', fence, floor_text, 'PX', fence_life)
   end
   local fair_queue = redis.call('EXISTS', queue) == 1

@@ -9,7 +9,7 @@
 -- Returns 1 renewed, 0 gone, -1 held by another owner, 2 already released (kept only until
 -- min_hold: a renewal racing the release must not extend it).
 local floor = tonumber(ARGV[3])
-if floor > 0 and tonumber(redis.call('GET', KEYS[2]) or '0') < floor then
+if floor > 0 and (tonumber(redis.call('GET', KEYS[2])) or 0) < floor then
   redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
 end
 local owner = redis.call('HGET', KEYS[1], 'owner')

@@ -94,6 +94,24 @@ class Handoff : public OneServerSuite {
   }
 };
 
+// The release that hands the lock on issues the waiter's token: past a counter that is ahead
+// of the server's clock, as a grant by a request of its own would be.
+TEST_F(Handoff, AHandedOnTokenIsPastACounterAheadOfTheClock) {
+  Client a(slow_polling()), b(slow_polling());
+  Lease held = a.acquire("counted", settings(10s));
+  ASSERT_TRUE(held);
+  Lease got;
+  std::thread waiter([&] { got = b.acquire("counted", settings(7s, 5s)); });
+  ASSERT_TRUE(wait_until([&] { return queued("counted") == 1; }, 2s, 1ms));
+  const long long ahead = server_us() + 3600LL * 1000000;
+  RedisAdmin(*server_).command({"SET", keys("counted").fence, std::to_string(ahead)});
+  EXPECT_EQ(held.release(), ReleaseStatus::kReleased);
+  waiter.join();
+  ASSERT_TRUE(got) << got.error();
+  EXPECT_EQ(got.token(), static_cast<std::uint64_t>(ahead + 1));
+  EXPECT_EQ(b.metrics().handoffs, 1u);
+}
+
 TEST_F(Handoff, TheReleaseGrantsTheLockToTheQueuedWaiter) {
   Client a(slow_polling()), b(slow_polling());
   Lease held = a.acquire("doc", settings(10s));

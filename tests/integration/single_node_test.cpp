@@ -705,6 +705,19 @@ TEST_F(SingleNode, AGrantsTokenIsPastTheCounterAndNotBelowTheServerClock) {
     EXPECT_EQ(lease.token(), counter + 1);
     EXPECT_EQ(admin.string({"GET", keys.fence}), std::to_string(counter + 1));
   }
+  // A lease of several keys takes each key's token from its own counter.
+  const internal::LockKeys other = internal::lock_keys(unique_service(), "counted-too");
+  admin.command({"SET", keys.fence, std::to_string(hour_ahead + 10)});
+  admin.command({"DEL", other.fence});
+  {
+    const std::uint64_t before = clock_us();
+    Lease both = client.acquire(std::vector<Key>{"counted", "counted-too"}, settings(5s));
+    ASSERT_TRUE(both) << both.error();
+    EXPECT_EQ(admin.string({"GET", keys.fence}), std::to_string(hour_ahead + 11));
+    const auto fresh = std::stoull(admin.string({"GET", other.fence}).value_or("0"));
+    EXPECT_GE(fresh + 5000000, before);
+    EXPECT_LE(fresh, clock_us() + 5000000);
+  }
   for (const std::string counter : {"42", "not a number", ""}) {
     admin.command({"SET", keys.fence, counter});
     const std::uint64_t before = clock_us();
