@@ -267,9 +267,7 @@ std::optional<std::pair<Phase, Phase>> alternate(int threads, std::chrono::milli
   for (int round = 0; round < rounds; ++round) {
     std::optional<Phase> mine, theirs;
     const auto measure_dlock = [&] { return mine = dlock_phase(threads, millis / rounds, pool); };
-    const auto measure_ceiling = [&] {
-      return theirs = ceiling_phase(threads, std::max(2L, requests / rounds));
-    };
+    const auto measure_ceiling = [&] { return theirs = ceiling_phase(threads, requests / rounds); };
     const bool measured = round % 2 == 0 ? measure_dlock() && measure_ceiling()
                                          : measure_ceiling() && measure_dlock();
     if (!measured) return std::nullopt;

@@ -93,9 +93,7 @@ end
 if not owner then
   redis.call('DEL', holders)  -- left by a forced release: no stale member may count
 end
-local token = math.max(last + 1, now_us)
-local token_text = us_text(token)
-redis.call('SET', KEYS[2], token_text, 'PX', ARGV[8])
+local token, token_text = next_token(KEYS[2], now_us, ARGV[8])
 redis.call('HSET', lock, 'owner', marker, 'h:' .. ARGV[1],
            token_text .. ' ' .. ARGV[2] .. ' ' .. us_text(math.floor(now_us / 1000)) .. ' ' ..
            ARGV[4] .. ' ' .. ARGV[5] .. ' ' .. ARGV[6] .. ' ' .. ARGV[7])
